@@ -1,0 +1,26 @@
+// Package certs provides the TLS certificates of the edge: automatic
+// certificates from an ACME certificate authority, a self-signed local CA for
+// development and the demo, or certificate and key files.
+//
+// ACME follows RFC 8555 (Automatic Certificate Management Environment) with
+// the http-01 challenge (RFC 8555, section 8.3) answered by
+// [Manager.HTTPHandler] on port 80 and the tls-alpn-01 challenge (RFC 8737)
+// answered by [Manager.GetCertificate] on port 443, External Account Binding
+// (RFC 8555, section 7.3.4) when the CA needs it, and ECDSA P-256 keys
+// (FIPS 186-5, SEC 2). The protocol client is golang.org/x/crypto/acme; the
+// cache format and cache keys are those of golang.org/x/crypto/acme/autocert,
+// so either can read what the other wrote, and [DirCache] is autocert's
+// directory cache.
+//
+// Certificates are ordered only for the names in [Config.Hosts]: a handshake
+// for any other name gets [ErrUnknownHost] and never causes an order, so that
+// nobody can spend the CA's rate limits by sending made-up names.
+// [Manager.Run] obtains missing certificates and renews them ahead of expiry
+// in the background; a failed order keeps the current certificate, is retried
+// with exponential backoff and shows in [Manager.Status]; each name is
+// ordered on its own, so one name that cannot get a certificate never holds
+// back the others.
+//
+// The package does not log: it returns errors, exposes [Manager.Status] and
+// calls [Config.OnEvent], and the caller decides what to log.
+package certs

@@ -1,0 +1,98 @@
+package certs
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// fileSource is ModeFiles: one certificate chain and key from files, served
+// for every server name.
+type fileSource struct {
+	cfg *Config
+
+	mu      sync.RWMutex
+	cert    *tls.Certificate
+	lastErr error
+}
+
+func newFileSource(cfg *Config) (*fileSource, error) {
+	f := &fileSource{cfg: cfg}
+	c, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	f.cert = c
+	cfg.event(Event{Kind: EventLoaded, Name: cfg.CertFile, NotAfter: c.Leaf.NotAfter})
+	return f, nil
+}
+
+// load reads and checks the files.
+func (f *fileSource) load() (*tls.Certificate, error) {
+	c, err := tls.LoadX509KeyPair(f.cfg.CertFile, f.cfg.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("certs: loading %s and %s: %w", f.cfg.CertFile, f.cfg.KeyFile, err)
+	}
+	now := f.cfg.now()
+	var errs []error
+	if now.After(c.Leaf.NotAfter) {
+		errs = append(errs, fmt.Errorf("expired on %s", c.Leaf.NotAfter.UTC().Format("2006-01-02 15:04:05Z")))
+	}
+	for _, h := range f.cfg.Hosts {
+		if err := c.Leaf.VerifyHostname(h); err != nil {
+			errs = append(errs, fmt.Errorf("does not cover host %q", h))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("certs: certificate %s: %w", f.cfg.CertFile, err)
+	}
+	return &c, nil
+}
+
+func (f *fileSource) reload() error {
+	c, err := f.load()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastErr = err
+	if err != nil {
+		f.cfg.event(Event{Kind: EventFailed, Name: f.cfg.CertFile, NotAfter: f.cert.Leaf.NotAfter, Err: err})
+		return err
+	}
+	f.cert = c
+	f.cfg.event(Event{Kind: EventLoaded, Name: f.cfg.CertFile, NotAfter: c.Leaf.NotAfter})
+	return nil
+}
+
+func (f *fileSource) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.cert, nil
+}
+
+func (f *fileSource) status() []NameStatus {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	names := f.cfg.Hosts
+	if len(names) == 0 {
+		names = f.cert.Leaf.DNSNames
+	}
+	if len(names) == 0 {
+		names = []string{f.cfg.CertFile}
+	}
+	s := make([]NameStatus, 0, len(names))
+	for _, n := range names {
+		st := NameStatus{Name: n, NotAfter: f.cert.Leaf.NotAfter}
+		if f.lastErr != nil {
+			st.LastError = f.lastErr.Error()
+		}
+		s = append(s, st)
+	}
+	return s
+}
+
+func (f *fileSource) run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
