@@ -1,0 +1,33 @@
+// Package store holds the state that Maat shares between requests and, with
+// Redis, between nodes: single-use marks (challenge tokens that must not be
+// replayed), token buckets (rate limits), blobs (the certificate cache) and
+// locks (so that one node orders a certificate while the others wait and read
+// it).
+//
+// Two implementations have the same behaviour: [Memory], for one node, bounded
+// in size and swept of expired entries; and [Redis], for many nodes sharing a
+// Redis or Valkey server through github.com/redis/go-redis/v9.
+//
+// The Redis mapping follows the Redis command reference
+// (https://redis.io/docs/latest/commands/):
+//
+//   - MarkOnce is SET key 1 NX PX ttl: the first caller sets the key, every
+//     later caller until the expiry finds it set.
+//   - Take runs one Lua script (EVALSHA) that reads the bucket hash, refills it
+//     from the server clock (TIME), takes a token and writes it back with
+//     PEXPIRE set to the moment the bucket is full again; scripts run
+//     atomically, so concurrent nodes never take the same token.
+//   - Get, Put and Delete are GET, SET and DEL.
+//   - Lock is SET NX PX with a random value, retried until acquired; unlock
+//     deletes the key only if it still holds that value (one Lua script), the
+//     single-instance lock of https://redis.io/docs/latest/develop/use/patterns/distributed-locks/.
+//
+// Keys are namespaced by kind ("maat:mark:", "maat:rate:", "maat:blob:",
+// "maat:lock:"), so a mark, a bucket, a blob and a lock of the same name are
+// distinct, in Redis as in memory.
+//
+// The token bucket is the classic one: a bucket holds at most burst tokens,
+// starts full, refills at rate tokens per second, and each Take removes one
+// token; when less than one token is left, Take refuses and says how long until
+// a token is available.
+package store

@@ -1,0 +1,407 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/maatproxy/maat/internal/testenv"
+)
+
+// behaviour is what every Store does, run against each implementation.
+var behaviour = []struct {
+	name string
+	run  func(t *testing.T, s Store, key string)
+}{
+	{"mark_once", func(t *testing.T, s Store, key string) {
+		ctx := t.Context()
+		for i, want := range []bool{true, false, false} {
+			first, err := s.MarkOnce(ctx, key, time.Hour)
+			if err != nil || first != want {
+				t.Fatalf("MarkOnce #%d = %v, %v; want %v, nil", i, first, err, want)
+			}
+		}
+		if first, err := s.MarkOnce(ctx, key+"/other", time.Hour); err != nil || !first {
+			t.Fatalf("MarkOnce of another key = %v, %v; want true, nil", first, err)
+		}
+	}},
+	{"mark_once_parallel", func(t *testing.T, s Store, key string) {
+		var firsts atomic.Int32
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				first, err := s.MarkOnce(t.Context(), key, time.Hour)
+				if err != nil {
+					t.Error(err)
+				}
+				if first {
+					firsts.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := firsts.Load(); n != 1 {
+			t.Fatalf("%d of 64 parallel MarkOnce were first; want exactly 1", n)
+		}
+	}},
+	{"mark_once_bad_ttl", func(t *testing.T, s Store, key string) {
+		for _, ttl := range []time.Duration{0, -time.Second} {
+			if _, err := s.MarkOnce(t.Context(), key, ttl); !errors.Is(err, ErrInvalid) {
+				t.Errorf("MarkOnce(ttl %v) error = %v; want ErrInvalid", ttl, err)
+			}
+		}
+	}},
+	{"take_burst_then_refuse", func(t *testing.T, s Store, key string) {
+		ctx := t.Context()
+		const rate = 0.001 // one token per 1000 s: no refill during the test
+		for i := range 3 {
+			ok, wait, err := s.Take(ctx, key, rate, 3)
+			if err != nil || !ok || wait != 0 {
+				t.Fatalf("Take #%d = %v, %v, %v; want true, 0, nil", i, ok, wait, err)
+			}
+		}
+		ok, wait, err := s.Take(ctx, key, rate, 3)
+		if err != nil || ok {
+			t.Fatalf("Take after burst = %v, %v; want false, nil", ok, err)
+		}
+		if wait <= 990*time.Second || wait > 1000*time.Second {
+			t.Fatalf("retryAfter = %v; want just under 1000s", wait)
+		}
+		if ok, _, err := s.Take(ctx, key+"/other", rate, 3); err != nil || !ok {
+			t.Fatalf("Take of another bucket = %v, %v; want true, nil", ok, err)
+		}
+	}},
+	{"take_parallel", func(t *testing.T, s Store, key string) {
+		var taken atomic.Int32
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				ok, _, err := s.Take(t.Context(), key, 0.001, 10)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					taken.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := taken.Load(); n != 10 {
+			t.Fatalf("%d of 64 parallel Take succeeded with burst 10; want 10", n)
+		}
+	}},
+	{"take_bad_limit", func(t *testing.T, s Store, key string) {
+		for _, c := range []struct {
+			rate  float64
+			burst int
+		}{{0, 1}, {-1, 1}, {math.NaN(), 1}, {math.Inf(1), 1}, {1, 0}, {1, -5}} {
+			if _, _, err := s.Take(t.Context(), key, c.rate, c.burst); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Take(rate %v, burst %d) error = %v; want ErrInvalid", c.rate, c.burst, err)
+			}
+		}
+	}},
+	{"blob", func(t *testing.T, s Store, key string) {
+		ctx := t.Context()
+		if _, err := s.Get(ctx, key); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get of a missing blob error = %v; want ErrNotFound", err)
+		}
+		data := []byte("-----BEGIN CERTIFICATE-----\x00\xff")
+		if err := s.Put(ctx, key, data); err != nil {
+			t.Fatal(err)
+		}
+		data[0] = 'X' // Put must have copied
+		got, err := s.Get(ctx, key)
+		if err != nil || string(got) != "-----BEGIN CERTIFICATE-----\x00\xff" {
+			t.Fatalf("Get = %q, %v", got, err)
+		}
+		if err := s.Put(ctx, key, []byte("second")); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(ctx, key); err != nil || string(got) != "second" {
+			t.Fatalf("Get after overwrite = %q, %v", got, err)
+		}
+		if err := s.Put(ctx, key+"/empty", nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(ctx, key+"/empty"); err != nil || len(got) != 0 {
+			t.Fatalf("Get of an empty blob = %q, %v; want empty, nil", got, err)
+		}
+		for range 2 { // deleting a missing key is no error
+			if err := s.Delete(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Get(ctx, key); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get after Delete error = %v; want ErrNotFound", err)
+		}
+	}},
+	{"kinds_are_distinct", func(t *testing.T, s Store, key string) {
+		ctx := t.Context()
+		if err := s.Put(ctx, key, []byte("blob")); err != nil {
+			t.Fatal(err)
+		}
+		if first, err := s.MarkOnce(ctx, key, time.Hour); err != nil || !first {
+			t.Fatalf("MarkOnce on a blob's key = %v, %v; want true, nil", first, err)
+		}
+		if ok, _, err := s.Take(ctx, key, 1, 1); err != nil || !ok {
+			t.Fatalf("Take on a mark's key = %v, %v; want true, nil", ok, err)
+		}
+		unlock, err := s.Lock(ctx, key, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unlock()
+		if got, err := s.Get(ctx, key); err != nil || !bytes.Equal(got, []byte("blob")) {
+			t.Fatalf("Get = %q, %v; want the blob", got, err)
+		}
+	}},
+	{"lock_excludes", func(t *testing.T, s Store, key string) {
+		unlock, err := s.Lock(t.Context(), key, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		if _, err := s.Lock(ctx, key, time.Hour); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock of a held lock error = %v; want DeadlineExceeded", err)
+		}
+		unlock()
+		unlock2, err := s.Lock(t.Context(), key, time.Hour)
+		if err != nil {
+			t.Fatalf("Lock after unlock: %v", err)
+		}
+		unlock2()
+	}},
+	{"lock_parallel", func(t *testing.T, s Store, key string) {
+		var holders, maxHolders, done atomic.Int32
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				unlock, err := s.Lock(t.Context(), key, time.Hour)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n := holders.Add(1)
+				if n > maxHolders.Load() {
+					maxHolders.Store(n)
+				}
+				time.Sleep(time.Millisecond)
+				holders.Add(-1)
+				done.Add(1)
+				unlock()
+			})
+		}
+		wg.Wait()
+		if maxHolders.Load() != 1 || done.Load() != 8 {
+			t.Fatalf("%d held the lock at once, %d of 8 got it; want 1 and 8", maxHolders.Load(), done.Load())
+		}
+	}},
+	{"lock_bad_ttl", func(t *testing.T, s Store, key string) {
+		if _, err := s.Lock(t.Context(), key, 0); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Lock(ttl 0) error = %v; want ErrInvalid", err)
+		}
+	}},
+	{"canceled_context", func(t *testing.T, s Store, key string) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if _, err := s.MarkOnce(ctx, key, time.Hour); !errors.Is(err, context.Canceled) {
+			t.Fatalf("MarkOnce with a canceled context error = %v; want Canceled", err)
+		}
+	}},
+}
+
+// TestBehaviour runs the behaviour table against Memory and a real
+// redis-server.
+func TestBehaviour(t *testing.T) {
+	t.Parallel()
+	mem := NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	stores := []struct {
+		name string
+		open func(t *testing.T) Store
+	}{
+		{"memory", func(*testing.T) Store { return mem }},
+		{"redis", func(t *testing.T) Store { return newTestRedis(t) }},
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			s := st.open(t)
+			for _, b := range behaviour {
+				t.Run(b.name, func(t *testing.T) {
+					t.Parallel()
+					b.run(t, s, t.Name())
+				})
+			}
+		})
+	}
+}
+
+// newTestRedis starts a redis-server on a free loopback port, without
+// persistence, and returns a Redis store connected to it. Both are closed
+// when the test ends.
+func newTestRedis(t testing.TB) *Redis {
+	t.Helper()
+	bin := testenv.NeedCommand(t, "redis-server", "valkey-server")
+	for attempt := 0; ; attempt++ {
+		url, err := startRedis(t, bin)
+		if err == nil {
+			r, err := NewRedis(t.Context(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Close() })
+			return r
+		}
+		if attempt == 2 {
+			t.Fatalf("starting %s: %v", bin, err)
+		}
+	}
+}
+
+func startRedis(t testing.TB, bin string) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	for range 100 {
+		select {
+		case <-exited:
+			return "", fmt.Errorf("exited: %s", out.String())
+		default:
+		}
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			return url, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "", errors.New("not listening after 5s")
+}
+
+func TestRedisExpiry(t *testing.T) {
+	t.Parallel()
+	r := newTestRedis(t)
+	ctx := t.Context()
+	if _, err := r.MarkOnce(ctx, "m", 90*time.Second+500*time.Microsecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Take(ctx, "b", 2, 10); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		key      string
+		min, max time.Duration
+	}{
+		{"mark", prefixMark + "m", 80 * time.Second, 90*time.Second + time.Millisecond},
+		// one token of ten taken at 2/s: full again in 500 ms
+		{"bucket", prefixRate + "b", time.Millisecond, 501 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ttl, err := r.client.PTTL(ctx, tt.key).Result()
+			if err != nil || ttl < tt.min || ttl > tt.max {
+				t.Fatalf("PTTL %s = %v, %v; want in [%v, %v]", tt.key, ttl, err, tt.min, tt.max)
+			}
+		})
+	}
+}
+
+// TestRedisLockExpired checks that unlocking a lock that expired and was
+// taken by another leaves the other's lock alone.
+func TestRedisLockExpired(t *testing.T) {
+	t.Parallel()
+	r := newTestRedis(t)
+	unlockA, err := r.Lock(t.Context(), "l", 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	unlockB, err := r.Lock(t.Context(), "l", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlockB()
+	unlockA()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := r.Lock(ctx, "l", time.Hour); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock after a stale unlock error = %v; want DeadlineExceeded", err)
+	}
+}
+
+func TestNewRedisErrors(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := l.Addr().String()
+	l.Close()
+	tests := []struct {
+		name, url string
+	}{
+		{"bad_scheme", "http://127.0.0.1:6379"},
+		{"nothing_listening", "redis://" + closedPort + "/0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			if r, err := NewRedis(ctx, tt.url); err == nil {
+				r.Close()
+				t.Fatalf("NewRedis(%q) succeeded; want an error", tt.url)
+			}
+		})
+	}
+}
+
+func BenchmarkRedisTake(b *testing.B) {
+	r := newTestRedis(b)
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := r.Take(ctx, "203.0.113.7", 1e9, 100); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRedisMarkOnce(b *testing.B) {
+	r := newTestRedis(b)
+	ctx := b.Context()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := r.MarkOnce(ctx, strconv.Itoa(i), time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
