@@ -1,0 +1,117 @@
+package maat_test
+
+// This file is a statement of policy, like the standard library's
+// go/build/deps_test.go: which package of this module may import which.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/maatproxy/maat"
+
+// leaves import no package of this module.
+var leaves = map[string]bool{
+	"tlsfp": true, "httpfp": true, "policy": true, "challenge": true,
+	"locales": true, "certs": true, "store": true, "fplog": true,
+}
+
+// allowed reports whether package from (relative to the module) may import
+// package to (also relative) in its non-test code.
+func allowed(from, to string) bool {
+	top := func(p string) string { return strings.SplitN(p, "/", 2)[0] }
+	if strings.HasPrefix(to, "internal/test") {
+		return false // test helpers never reach a binary
+	}
+	switch {
+	case leaves[top(from)]:
+		return top(from) == top(to) // a leaf's own subpackages only
+	case from == "edge":
+		return leaves[top(to)]
+	case from == "cmd/edge":
+		return to == "edge"
+	case strings.HasPrefix(from, "fuzz/"), strings.HasPrefix(from, "bench/"):
+		return to == "edge" || leaves[top(to)]
+	case strings.HasPrefix(from, "internal/"):
+		return strings.HasPrefix(to, "internal/") || leaves[top(to)]
+	}
+	return false
+}
+
+func goList(t *testing.T, args ...string) []byte {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+			t.Fatalf("go list %v: %v\n%s", args, err, ee.Stderr)
+		}
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	return out
+}
+
+func TestDependencyPolicy(t *testing.T) {
+	t.Parallel()
+	out := goList(t, "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	seen := 0
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		from, ok := strings.CutPrefix(f[0], module+"/")
+		if !ok {
+			continue // the module root holds only this test
+		}
+		seen++
+		for _, imp := range f[1:] {
+			to, ours := strings.CutPrefix(imp, module+"/")
+			if !ours {
+				continue
+			}
+			if !allowed(from, to) {
+				t.Errorf("%s may not import %s (see DESIGN.md, Packages)", from, to)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("go list found no packages")
+	}
+}
+
+// TestBinaryHasNoTestDependencies proves that utls (a test-only parrot
+// library) and our test helpers never end up in the edge binary.
+func TestBinaryHasNoTestDependencies(t *testing.T) {
+	t.Parallel()
+	for _, dep := range strings.Fields(string(goList(t, "-deps", "./cmd/edge"))) {
+		if strings.Contains(dep, "refraction-networking/utls") || strings.HasPrefix(dep, module+"/internal/test") ||
+			strings.Contains(dep, "chromedp") || strings.Contains(dep, "letsencrypt/pebble") {
+			t.Errorf("the edge binary depends on %s", dep)
+		}
+	}
+}
+
+func TestPolicyTable(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		from, to string
+		want     bool
+	}{
+		{"edge", "tlsfp", true},
+		{"edge", "internal/testclient", false},
+		{"tlsfp", "policy", false},
+		{"policy", "tlsfp", false},
+		{"challenge", "locales", false},
+		{"cmd/edge", "edge", true},
+		{"cmd/edge", "tlsfp", false},
+		{"fuzz/tlsfp", "tlsfp", true},
+		{"tlsfp", "tlsfp/internal/gen", true},
+	} {
+		if got := allowed(tt.from, tt.to); got != tt.want {
+			t.Errorf("allowed(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package edge
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// adminHandler serves the admin listener: liveness, readiness and metrics.
+func (s *Server) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	return mux
+}
+
+type readiness struct {
+	Ready    bool         `json:"ready"`
+	Draining bool         `json:"draining,omitempty"`
+	Certs    []certStatus `json:"certificates,omitempty"`
+}
+
+type certStatus struct {
+	Name      string    `json:"name"`
+	NotAfter  time.Time `json:"not_after,omitzero"`
+	Error     string    `json:"error,omitempty"`
+	NextRetry time.Time `json:"next_retry,omitzero"`
+	Ready     bool      `json:"ready"`
+}
+
+// readyz is 200 while the edge serves and has a certificate for every
+// configured name; 503 while draining or when a name has none. The body says
+// which.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	now := time.Now()
+	rd := readiness{Ready: !s.stopping.Load(), Draining: s.stopping.Load()}
+	for _, ns := range s.certs.Status() {
+		cs := certStatus{Name: ns.Name, NotAfter: ns.NotAfter, NextRetry: ns.NextRetry, Ready: ns.Ready(now), Error: ns.LastError}
+		if !cs.Ready {
+			rd.Ready = false
+		}
+		rd.Certs = append(rd.Certs, cs)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !rd.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(rd)
+}

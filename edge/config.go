@@ -1,0 +1,314 @@
+package edge
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the edge's configuration: the YAML file of DESIGN.md
+// ("Configuration file"). LoadConfig reads it; the zero value of every field
+// has a documented meaning, and DefaultConfig fills the defaults.
+type Config struct {
+	Listen         Listen          `yaml:"listen"`
+	TLS            TLSConfig       `yaml:"tls"`
+	Sites          []Site          `yaml:"sites"`
+	Policy         string          `yaml:"policy"` // "" = the built-in default policy
+	Challenge      ChallengeConfig `yaml:"challenge"`
+	Store          StoreConfig     `yaml:"store"`
+	Log            LogConfig       `yaml:"log"`
+	Fingerprints   Fingerprints    `yaml:"fingerprints"`
+	Timeouts       Timeouts        `yaml:"timeouts"`
+	TrustedProxies []Prefix        `yaml:"trusted_proxies"` // CIDRs whose X-Forwarded-For is believed
+
+	// Demo marks the embedded `edge demo` configuration: every host is
+	// answered and the demo upstream is told the request's fingerprints.
+	Demo bool `yaml:"-"`
+	// path is the file the configuration was read from ("" when built in code).
+	path string
+}
+
+// Listen names the listening addresses.
+type Listen struct {
+	HTTPS string `yaml:"https"` // TCP (HTTP/1.1, HTTP/2) and UDP (HTTP/3); default ":443"
+	HTTP  string `yaml:"http"`  // ACME HTTP-01 and redirect to https; "" disables; default ":80"
+	Admin string `yaml:"admin"` // /healthz, /readyz, /metrics; "" disables; default "127.0.0.1:9100"
+	// HTTP3 turns the UDP listener off when false; default true.
+	HTTP3 bool `yaml:"http3"`
+	// ProxyProtocol expects a PROXY protocol v1 or v2 header on every TCP
+	// connection of the https listener (for an L4 balancer in front).
+	ProxyProtocol bool `yaml:"proxy_protocol"`
+}
+
+// TLSConfig chooses where certificates come from.
+type TLSConfig struct {
+	Mode     string     `yaml:"mode"` // acme | self-signed | files; default acme
+	ACME     ACMEConfig `yaml:"acme"`
+	Cache    string     `yaml:"cache"` // certificates and keys; default /var/lib/edge
+	CertFile string     `yaml:"cert_file"`
+	KeyFile  string     `yaml:"key_file"`
+}
+
+// ACMEConfig configures the ACME client.
+type ACMEConfig struct {
+	Email     string `yaml:"email"`
+	Directory string `yaml:"directory"` // "" = the public production CA
+	CARoots   string `yaml:"ca_roots"`  // PEM file to trust for a test CA's directory
+	EABKeyID  string `yaml:"eab_key_id"`
+	EABKey    string `yaml:"eab_hmac_key"` // base64url, as CAs hand it out
+}
+
+// Site is one website: its host names, its upstream and optional routes.
+type Site struct {
+	Hosts    []string  `yaml:"hosts"`
+	Upstream Upstreams `yaml:"upstream"`
+	Routes   []Route   `yaml:"routes"`
+	// MaxBodyBytes caps request bodies; 0 = no cap (bodies stream).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+}
+
+// Route sends a path prefix to other upstreams.
+type Route struct {
+	Path     string    `yaml:"path"`
+	Upstream Upstreams `yaml:"upstream"`
+}
+
+// Upstreams is one upstream URL or a list of them (round robin, passive
+// health). In YAML a single string or a sequence.
+type Upstreams []*url.URL
+
+// ChallengeConfig configures challenges and the pass cookie.
+type ChallengeConfig struct {
+	SecretFile string   `yaml:"secret_file"` // HMAC key; generated on first start; "" = random per process
+	PassTTL    Duration `yaml:"pass_ttl"`    // default 24h
+	Bind       []string `yaml:"bind"`        // ip_prefix, ja4; default both
+}
+
+// StoreConfig chooses the shared-state store.
+type StoreConfig struct {
+	Kind string `yaml:"kind"` // memory | redis; default memory
+	URL  string `yaml:"url"`  // redis://host:port/db
+}
+
+// LogConfig configures logs.
+type LogConfig struct {
+	Level        string `yaml:"level"`        // debug | info | warn | error; default info
+	Format       string `yaml:"format"`       // text | json; "" = text on a terminal, JSON otherwise
+	Fingerprints string `yaml:"fingerprints"` // "-" = stdout, "" = off
+	MaxSizeMB    int    `yaml:"max_size_mb"`  // default 100
+	MaxFiles     int    `yaml:"max_files"`    // default 10
+	ClientIP     string `yaml:"client_ip"`    // full | prefix | hash | none; default full
+	SampleAllow  float64 `yaml:"sample_allow"` // share of ALLOW lines kept; 0 = all
+}
+
+// Fingerprints switches optional fingerprints on.
+type Fingerprints struct {
+	JA4H bool `yaml:"ja4h"` // FoxIO License 1.1; off by default
+}
+
+// Timeouts bound what clients and upstreams may take.
+type Timeouts struct {
+	Handshake    Duration `yaml:"handshake"`     // TLS handshake incl. PROXY header; default 10s
+	ReadHeader   Duration `yaml:"read_header"`   // default 10s
+	Idle         Duration `yaml:"idle"`          // keep-alive idle; default 120s
+	UpstreamDial Duration `yaml:"upstream_dial"` // default 5s
+	// UpstreamHeader bounds the wait for the upstream's response header;
+	// 0 = no limit (long polls and slow pages work).
+	UpstreamHeader Duration `yaml:"upstream_header"`
+	Drain          Duration `yaml:"drain"`     // in-flight requests on SIGTERM; default 30s
+	FailPause      Duration `yaml:"fail_pause"` // a failing upstream address is skipped this long; default 10s
+}
+
+// Duration is a time.Duration written as "10s" in YAML.
+type Duration time.Duration
+
+// Prefix is a CIDR (or a single address) in YAML.
+type Prefix netip.Prefix
+
+// DefaultConfig returns the defaults that a configuration file overrides.
+func DefaultConfig() Config {
+	return Config{
+		Listen: Listen{HTTPS: ":443", HTTP: ":80", Admin: "127.0.0.1:9100", HTTP3: true},
+		TLS:    TLSConfig{Mode: "acme", Cache: "/var/lib/edge"},
+		Challenge: ChallengeConfig{
+			PassTTL: Duration(24 * time.Hour),
+			Bind:    []string{"ip_prefix", "ja4"},
+		},
+		Store: StoreConfig{Kind: "memory"},
+		Log:   LogConfig{Level: "info", MaxSizeMB: 100, MaxFiles: 10, ClientIP: "full"},
+		Timeouts: Timeouts{
+			Handshake:    Duration(10 * time.Second),
+			ReadHeader:   Duration(10 * time.Second),
+			Idle:         Duration(120 * time.Second),
+			UpstreamDial: Duration(5 * time.Second),
+			Drain:        Duration(30 * time.Second),
+			FailPause:    Duration(10 * time.Second),
+		},
+	}
+}
+
+// ConfigError is a problem in a configuration file: where and why.
+type ConfigError struct {
+	File string
+	Line int    // 0 when unknown
+	Key  string // dotted key path, e.g. sites[0].upstream
+	Err  error
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Key != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Key)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("edge: bad configuration")
+
+// LoadConfig reads and validates a configuration file. Unknown keys and bad
+// values are refused with the file, line, key and reason, all at once.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("edge: read config: %w", err)
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig parses and validates configuration bytes; name is used in errors.
+func ParseConfig(name string, data []byte) (Config, error) {
+	cfg := DefaultConfig()
+	cfg.path = name
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // an empty file: all defaults
+		return Config{}, yamlError(name, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// yamlError turns the YAML library's errors ("line 3: field x not found in
+// type …") into ConfigErrors naming the file and line.
+func yamlError(name string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		errs := make([]error, 0, len(te.Errors))
+		for _, e := range te.Errors {
+			errs = append(errs, lineError(name, e))
+		}
+		return errors.Join(errs...)
+	}
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		ce.File = name
+		return ce
+	}
+	return lineError(name, err.Error())
+}
+
+func lineError(name, msg string) error {
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	line := 0
+	if n, _ := fmt.Sscanf(msg, "line %d:", &line); n == 1 {
+		msg = strings.TrimSpace(msg[strings.IndexByte(msg, ':')+1:])
+	}
+	if i := strings.Index(msg, " not found in type "); i > 0 && strings.HasPrefix(msg, "field ") {
+		msg = "unknown key " + strings.TrimPrefix(msg[:i], "field ")
+	}
+	return &ConfigError{File: name, Line: line, Err: fmt.Errorf("%w: %s", ErrConfig, msg)}
+}
+
+// UnmarshalYAML reads a duration such as "10s" or "24h".
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return nodeError(n, "a duration such as 10s or 24h, got %q", n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// UnmarshalYAML reads a CIDR or a single address.
+func (p *Prefix) UnmarshalYAML(n *yaml.Node) error {
+	s := strings.TrimSpace(n.Value)
+	if pf, err := netip.ParsePrefix(s); err == nil {
+		*p = Prefix(pf.Masked())
+		return nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		a = a.Unmap()
+		*p = Prefix(netip.PrefixFrom(a, a.BitLen()))
+		return nil
+	}
+	return nodeError(n, "a CIDR such as 10.0.0.0/8 or an address, got %q", n.Value)
+}
+
+// UnmarshalYAML reads one URL or a list of URLs.
+func (u *Upstreams) UnmarshalYAML(n *yaml.Node) error {
+	var nodes []*yaml.Node
+	switch n.Kind {
+	case yaml.ScalarNode:
+		nodes = []*yaml.Node{n}
+	case yaml.SequenceNode:
+		nodes = n.Content
+	default:
+		return nodeError(n, "an upstream URL or a list of them")
+	}
+	out := make(Upstreams, 0, len(nodes))
+	for _, c := range nodes {
+		v, err := parseUpstream(c.Value)
+		if err != nil {
+			return nodeError(c, "%v", err)
+		}
+		out = append(out, v)
+	}
+	*u = out
+	return nil
+}
+
+func parseUpstream(s string) (*url.URL, error) {
+	v, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("bad upstream URL %q: %v", s, err)
+	case v.Scheme != "http":
+		return nil, fmt.Errorf("upstream %q: only http:// upstreams are supported (TLS ends at the edge)", s)
+	case v.Host == "":
+		return nil, fmt.Errorf("upstream %q has no host", s)
+	case v.RawQuery != "" || v.Fragment != "" || v.User != nil:
+		return nil, fmt.Errorf("upstream %q: no query, fragment or user info allowed", s)
+	}
+	if _, _, err := net.SplitHostPort(v.Host); err != nil {
+		v.Host = net.JoinHostPort(strings.Trim(v.Host, "[]"), "80")
+	}
+	return v, nil
+}
+
+func nodeError(n *yaml.Node, format string, args ...any) error {
+	return &ConfigError{Line: n.Line, Err: fmt.Errorf("%w: want "+format, append([]any{ErrConfig}, args...)...)}
+}

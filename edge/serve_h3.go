@@ -1,0 +1,47 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+)
+
+// startH3 serves HTTP/3 on the UDP port of the same number as the TCP one.
+func (s *Server) startH3(tcp *net.TCPAddr) error {
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: tcp.IP, Port: tcp.Port, Zone: tcp.Zone})
+	if err != nil {
+		return fmt.Errorf("edge: listen http3 (udp): %w", err)
+	}
+	s.udp = udp
+	tr := &quic.Transport{
+		Conn: udp,
+		ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+			return ctx, nil
+		},
+	}
+	tlsConf := http3.ConfigureTLSConfig(s.tlsConf)
+	qconf := &quic.Config{
+		HandshakeIdleTimeout: s.base.Timeouts.Handshake.D(),
+		MaxIdleTimeout:       s.base.Timeouts.Idle.D(),
+		Allow0RTT:            false, // replayable requests would bypass the single-use marks
+	}
+	ln, err := tr.ListenEarly(tlsConf, qconf)
+	if err != nil {
+		_ = udp.Close()
+		return fmt.Errorf("edge: http3: %w", err)
+	}
+	s.h3 = &http3.Server{
+		Handler:        s.handlerH3(),
+		MaxHeaderBytes: 1 << 20,
+		IdleTimeout:    s.base.Timeouts.Idle.D(),
+		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
+			return withConnInfo(ctx, &connInfo{quic: c})
+		},
+	}
+	s.addrs.HTTP3 = udp.LocalAddr().String()
+	go func() { _ = s.h3.ServeListener(ln) }()
+	return nil
+}

@@ -1,0 +1,228 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"golang.org/x/net/http2"
+)
+
+// acceptTLS is the TCP accept loop. It never reads from a connection: the
+// PROXY header, the ClientHello and the handshake are read in the
+// connection's own goroutine, bounded by the handshake timeout, so a slow
+// client cannot stall the loop.
+func (s *Server) acceptTLS(ln net.Listener) {
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.stopping.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: back off as net/http does.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.LogAttrs(context.Background(), slog.LevelError, "accept_failed", slog.String("error", err.Error()))
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		go s.handleTLS(c)
+	}
+}
+
+// handleTLS runs the handshake and hands the connection to HTTP/2 or HTTP/1.
+func (s *Server) handleTLS(c net.Conn) {
+	rc := &recordingConn{Conn: c}
+	tc := tls.Server(rc, s.tlsConf)
+	ctx, cancel := context.WithTimeout(s.bg, s.base.Timeouts.Handshake.D())
+	err := tc.HandshakeContext(ctx) // closes the connection when ctx ends
+	cancel()
+	first := rc.stop()
+	if err != nil {
+		var re tls.RecordHeaderError
+		if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader[:]) {
+			s.answerPlainHTTP(c, first)
+			return
+		}
+		s.log.LogAttrs(context.Background(), slog.LevelDebug, "tls_handshake_failed",
+			slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error()))
+		_ = c.Close()
+		return
+	}
+	st := tc.ConnectionState()
+	info := &connInfo{tls: st}
+	switch st.NegotiatedProtocol {
+	case "h2":
+		s.h2conns.Add(1)
+		defer s.h2conns.Done()
+		s.h2.ServeConn(tc, &http2.ServeConnOpts{
+			Context:    withConnInfo(s.bg, info),
+			BaseConfig: s.h1,
+			Handler:    s.h1.Handler,
+		})
+	case "acme-tls/1":
+		_ = tc.Close() // the TLS-ALPN-01 answer was the handshake itself
+	default:
+		if !s.h1ln.push(&infoConn{Conn: tc, info: info}) {
+			_ = tc.Close()
+		}
+	}
+}
+
+// connInfo is what the edge knows about a connection; it travels in the
+// connection's context.
+type connInfo struct {
+	tls  tls.ConnectionState
+	quic *quic.Conn // HTTP/3: the state is read when a request needs it
+}
+
+func (ci *connInfo) tlsState() *tls.ConnectionState {
+	if ci.quic != nil {
+		st := ci.quic.ConnectionState().TLS
+		return &st
+	}
+	return &ci.tls
+}
+
+type connInfoKey struct{}
+
+func withConnInfo(ctx context.Context, ci *connInfo) context.Context {
+	return context.WithValue(ctx, connInfoKey{}, ci)
+}
+
+func connInfoFrom(ctx context.Context) *connInfo {
+	ci, _ := ctx.Value(connInfoKey{}).(*connInfo)
+	return ci
+}
+
+// infoConn carries connInfo to http.Server.ConnContext.
+type infoConn struct {
+	net.Conn
+	info *connInfo
+}
+
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if ic, ok := c.(*infoConn); ok {
+		return withConnInfo(ctx, ic.info)
+	}
+	return ctx
+}
+
+// chanListener feeds handshaken HTTP/1 connections to an http.Server.
+type chanListener struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newChanListener(addr net.Addr) *chanListener {
+	return &chanListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) push(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// looksLikeHTTP reports whether a TLS record header is the start of a plain
+// HTTP request (as net/http's tlsRecordHeaderLooksLikeHTTP).
+func looksLikeHTTP(h []byte) bool {
+	switch string(h) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO", "DELET", "PATCH", "CONNE", "TRACE":
+		return true
+	}
+	return false
+}
+
+// recordingConn keeps the first bytes a client sends, until the handshake
+// ends, so that a plain-HTTP request that crypto/tls already consumed can
+// still be read and answered.
+type recordingConn struct {
+	net.Conn
+	rec  []byte
+	done bool
+}
+
+const maxRecorded = 4 << 10
+
+func (c *recordingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.done && len(c.rec) < maxRecorded {
+		c.rec = append(c.rec, p[:min(n, maxRecorded-len(c.rec))]...)
+	}
+	return n, err
+}
+
+// stop ends recording and returns what was recorded.
+func (c *recordingConn) stop() []byte {
+	c.done = true
+	b := c.rec
+	c.rec = nil
+	return b
+}
+
+// answerPlainHTTP answers a plain-HTTP request sent to the TLS port: a
+// redirect to the https URL for GET and HEAD, otherwise a 400 that says what
+// happened. It reads at most one bounded request head.
+func (s *Server) answerPlainHTTP(c net.Conn, first []byte) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(first), io.LimitReader(c, 16<<10)), 4096)
+	req, err := http.ReadRequest(br)
+	host := ""
+	if err == nil {
+		host = req.Host
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	_, port, _ := net.SplitHostPort(s.addrs.HTTPS)
+	if err == nil && host != "" && s.rt.Load().sites.lookup(host) != nil &&
+		(req.Method == http.MethodGet || req.Method == http.MethodHead) {
+		if port != "443" {
+			host = net.JoinHostPort(host, port)
+		}
+		loc := "https://" + host + req.URL.RequestURI()
+		_, _ = io.WriteString(c, "HTTP/1.1 301 Moved Permanently\r\nLocation: "+loc+
+			"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: "+
+			itoa(len(loc)+38)+"\r\n\r\nThis port speaks HTTPS. Try instead: "+loc+"\n")
+		return
+	}
+	const msg = "This port speaks HTTPS, not plain HTTP. Use an https:// URL.\n"
+	_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: "+
+		itoa(len(msg))+"\r\n\r\n"+msg)
+}
+
+func netipPrefix(p Prefix) netip.Prefix { return netip.Prefix(p) }

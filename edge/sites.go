@@ -1,0 +1,111 @@
+package edge
+
+import (
+	"net"
+	"strings"
+)
+
+// siteTable finds the site and route of a request. It is built once per
+// configuration and never changed: a reload builds a new one.
+type siteTable struct {
+	byHost   map[string]*site
+	wildcard map[string]*site // "*.example.org" stored as "example.org"
+	fallback *site            // the demo answers every host
+}
+
+type site struct {
+	index   int
+	name    string // first host name, for logs and metrics
+	routes  []*route
+	maxBody int64
+}
+
+type route struct {
+	prefix string // "" = the site's default upstream
+	pool   *pool
+}
+
+func newSiteTable(cfg *Config) *siteTable {
+	t := &siteTable{byHost: map[string]*site{}, wildcard: map[string]*site{}}
+	pause := cfg.Timeouts.FailPause.D()
+	for i, sc := range cfg.Sites {
+		s := &site{index: i, maxBody: sc.MaxBodyBytes}
+		if len(sc.Hosts) > 0 {
+			s.name = normalizeHost(sc.Hosts[0])
+		} else {
+			s.name = "*"
+		}
+		for _, r := range sc.Routes {
+			s.routes = append(s.routes, &route{prefix: r.Path, pool: newPool(r.Upstream, pause)})
+		}
+		// Longest prefix first; the default route last.
+		sortRoutes(s.routes)
+		s.routes = append(s.routes, &route{pool: newPool(sc.Upstream, pause)})
+		for _, h := range sc.Hosts {
+			n := normalizeHost(h)
+			if rest, ok := strings.CutPrefix(n, "*."); ok {
+				t.wildcard[rest] = s
+			} else {
+				t.byHost[n] = s
+			}
+		}
+		if cfg.Demo && t.fallback == nil {
+			t.fallback = s
+		}
+	}
+	return t
+}
+
+func sortRoutes(rs []*route) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && len(rs[j].prefix) > len(rs[j-1].prefix); j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+}
+
+// lookup finds the site for a Host header value (with or without port).
+func (t *siteTable) lookup(host string) *site {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if s, ok := t.byHost[host]; ok {
+		return s
+	}
+	for h := host; ; {
+		i := strings.IndexByte(h, '.')
+		if i < 0 {
+			break
+		}
+		h = h[i+1:]
+		if s, ok := t.wildcard[h]; ok {
+			return s
+		}
+	}
+	return t.fallback
+}
+
+// route finds the route of a path: the longest matching prefix.
+func (s *site) route(path string) *route {
+	for _, r := range s.routes {
+		if strings.HasPrefix(path, r.prefix) {
+			return r
+		}
+	}
+	return s.routes[len(s.routes)-1]
+}
+
+// hosts lists every configured host name (for the ACME host policy).
+func (cfg *Config) hosts() []string {
+	var hs []string
+	for _, s := range cfg.Sites {
+		for _, h := range s.Hosts {
+			if !strings.HasPrefix(h, "*.") {
+				hs = append(hs, normalizeHost(h))
+			}
+		}
+	}
+	return hs
+}
+

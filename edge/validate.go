@@ -1,0 +1,149 @@
+package edge
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+)
+
+// Validate reports every problem of the configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &ConfigError{File: c.path, Key: key, Err: fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)})
+	}
+	checkAddr := func(key, addr string, required bool) {
+		if addr == "" {
+			if required {
+				bad(key, "an address is required, e.g. \":443\"")
+			}
+			return
+		}
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+			bad(key, "want host:port or :port, got %q", addr)
+		}
+	}
+	checkAddr("listen.https", c.Listen.HTTPS, true)
+	checkAddr("listen.http", c.Listen.HTTP, false)
+	checkAddr("listen.admin", c.Listen.Admin, false)
+
+	switch c.TLS.Mode {
+	case "acme":
+		if c.TLS.Cache == "" {
+			bad("tls.cache", "acme needs a cache directory for certificates and keys")
+		}
+		if a := c.TLS.ACME; a.EABKeyID != "" {
+			if _, err := decodeEABKey(a.EABKey); err != nil || a.EABKey == "" {
+				bad("tls.acme.eab_hmac_key", "the CA's base64url MAC key is needed with eab_key_id")
+			}
+		}
+	case "self-signed":
+	case "files":
+		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
+			bad("tls", "mode files needs cert_file and key_file")
+		}
+	default:
+		bad("tls.mode", "want acme, self-signed or files, got %q", c.TLS.Mode)
+	}
+
+	if len(c.Sites) == 0 && !c.Demo {
+		bad("sites", "at least one site is needed")
+	}
+	seen := map[string]int{}
+	for i, s := range c.Sites {
+		key := fmt.Sprintf("sites[%d]", i)
+		if len(s.Hosts) == 0 && !c.Demo {
+			bad(key+".hosts", "a site needs at least one host name")
+		}
+		for j, h := range s.Hosts {
+			hk := fmt.Sprintf("%s.hosts[%d]", key, j)
+			n := normalizeHost(h)
+			switch {
+			case n == "" || strings.ContainsAny(n, "/:@ ") && net.ParseIP(n) == nil:
+				bad(hk, "not a host name: %q", h)
+			case seen[n] > 0:
+				bad(hk, "host %q is already used by sites[%d]", h, seen[n]-1)
+			default:
+				seen[n] = i + 1
+			}
+		}
+		if len(s.Upstream) == 0 || s.Upstream[0] == nil {
+			bad(key+".upstream", "a site needs an upstream URL")
+		}
+		if s.MaxBodyBytes < 0 {
+			bad(key+".max_body_bytes", "must not be negative")
+		}
+		for j, r := range s.Routes {
+			rk := fmt.Sprintf("%s.routes[%d]", key, j)
+			if !strings.HasPrefix(r.Path, "/") {
+				bad(rk+".path", "a path prefix starting with /, got %q", r.Path)
+			}
+			if strings.HasPrefix(r.Path, "/.maat/") {
+				bad(rk+".path", "/.maat/ belongs to the edge")
+			}
+			if len(r.Upstream) == 0 {
+				bad(rk+".upstream", "a route needs an upstream URL")
+			}
+		}
+	}
+
+	if c.Challenge.PassTTL <= 0 {
+		bad("challenge.pass_ttl", "must be positive")
+	}
+	for i, b := range c.Challenge.Bind {
+		if b != "ip_prefix" && b != "ja4" {
+			bad(fmt.Sprintf("challenge.bind[%d]", i), "want ip_prefix or ja4, got %q", b)
+		}
+	}
+	switch c.Store.Kind {
+	case "memory":
+	case "redis":
+		if !strings.HasPrefix(c.Store.URL, "redis://") && !strings.HasPrefix(c.Store.URL, "rediss://") && !strings.HasPrefix(c.Store.URL, "unix://") {
+			bad("store.url", "want redis://host:port/db, got %q", c.Store.URL)
+		}
+	default:
+		bad("store.kind", "want memory or redis, got %q", c.Store.Kind)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "", "text", "json":
+	default:
+		bad("log.format", "want text or json, got %q", c.Log.Format)
+	}
+	switch c.Log.ClientIP {
+	case "full", "prefix", "hash", "none":
+	default:
+		bad("log.client_ip", "want full, prefix, hash or none, got %q", c.Log.ClientIP)
+	}
+	if c.Log.MaxSizeMB < 0 || c.Log.MaxFiles < 0 {
+		bad("log", "max_size_mb and max_files must not be negative")
+	}
+	if c.Log.SampleAllow < 0 || c.Log.SampleAllow > 1 {
+		bad("log.sample_allow", "want a share between 0 and 1")
+	}
+	t := c.Timeouts
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{{"handshake", t.Handshake}, {"read_header", t.ReadHeader}, {"idle", t.Idle}, {"upstream_dial", t.UpstreamDial}, {"drain", t.Drain}, {"fail_pause", t.FailPause}} {
+		if d.v <= 0 {
+			bad("timeouts."+d.key, "must be positive")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func decodeEABKey(s string) ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+}
+
+// normalizeHost lowercases a host name and drops a trailing dot.
+func normalizeHost(h string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+}
