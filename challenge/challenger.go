@@ -1,0 +1,188 @@
+package challenge
+
+import (
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"html/template"
+	"net/http"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/text/language"
+)
+
+// Challenger issues and verifies challenges and pass cookies and renders
+// the pages. It is safe for concurrent use.
+type Challenger struct {
+	cfg           Config
+	tokenKeys     *macPool
+	cookieKey     []byte
+	edKey         ed25519.PrivateKey
+	parser        *jwt.Parser
+	marker        Marker
+	bind          Binding
+	policyVersion string
+	cache         passCache
+	langs         map[language.Tag]*lang
+	en            *lang
+	msgs          Messages
+	tmpl          *template.Template
+	assets        map[string]*asset
+	now           func() time.Time
+	pools         pools
+}
+
+// New returns a Challenger for cfg; cfg is copied.
+func New(cfg Config) (*Challenger, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Challenger{
+		cfg:           cfg,
+		tokenKeys:     newMACPool(deriveKey(cfg.Secret, "maat challenge token v1")),
+		cookieKey:     deriveKey(cfg.Secret, "maat pass cookie v1"),
+		edKey:         cfg.SigningKey,
+		marker:        cfg.Marker,
+		bind:          cfg.Bind.resolve(),
+		policyVersion: cfg.PolicyVersion,
+		cache:         passCache{m: make(map[string]passEntry), max: cfg.cacheSize()},
+		msgs:          cfg.Messages,
+		now:           cfg.Now,
+	}
+	c.pools.init()
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.marker == nil {
+		c.marker = newMemoryMarker(c.now)
+	}
+	c.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{c.signingMethod().Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(c.now),
+	)
+	c.langs, c.en = newLangs(cfg.Messages)
+	var err error
+	if c.assets, err = loadAssets(cfg.TemplateDir); err != nil {
+		return nil, err
+	}
+	if c.tmpl, err = loadTemplates(cfg.TemplateDir, c.assetURL); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// deriveKey separates the keys of tokens and cookies drawn from one secret.
+func deriveKey(secret []byte, label string) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(label))
+	return m.Sum(nil)
+}
+
+// issue makes a challenge token for cl.
+func (c *Challenger) issue(cl Client, s Spec, now time.Time) (token, string) {
+	bits := s.Bits
+	if bits <= 0 {
+		bits = DefaultBits
+	}
+	bits = min(bits, MaxBits)
+	rule := s.Rule
+	if len(rule) > maxRuleLen {
+		rule = rule[:maxRuleLen]
+	}
+	t := token{
+		alg:     algPoW,
+		bits:    uint8(bits),
+		k:       subPuzzles(bits),
+		wait:    uint8(c.cfg.wait() / time.Second),
+		issued:  now.Unix(),
+		expires: now.Add(c.cfg.challengeTTL()).Unix(),
+		bind:    bindHash(c.bind, cl),
+		rule:    rule,
+	}
+	if t.wait == 0 {
+		t.wait = 1
+	}
+	if s.Algorithm == "metarefresh" {
+		t.alg, t.k = algRefresh, 1
+	}
+	rand.Read(t.random[:])
+	return t, t.marshal(c.tokenKeys)
+}
+
+// Challenge answers a request that must prove itself. Navigations get the
+// challenge page; other requests (not GET or HEAD, a Sec-Fetch-Mode other
+// than navigate, XMLHttpRequest) get 401 with Retry-After and a short text
+// or JSON body, never HTML and never a redirect.
+func (c *Challenger) Challenge(w http.ResponseWriter, r *http.Request, cl Client, s Spec, requestID string) {
+	l := c.language(r)
+	if !isNavigation(r) {
+		w.Header().Set("WWW-Authenticate", `Maat realm="browser check"`)
+		w.Header().Set("Retry-After", fmt.Sprint(int(c.cfg.wait()/time.Second)))
+		c.writeShort(w, r, http.StatusUnauthorized, "challenge_required", l.t["ChallengeAPI"], requestID)
+		return
+	}
+	c.challengePage(w, r, l, cl, s, safeRedirect(r.URL.RequestURI()), requestID)
+}
+
+func (c *Challenger) challengePage(w http.ResponseWriter, r *http.Request, l *lang, cl Client, s Spec, redirect, requestID string) {
+	now := c.now()
+	t, tok := c.issue(cl, s, now)
+	c.renderChallenge(w, r, l, &t, tok, redirect, requestID, t.wait)
+}
+
+// Deny answers 403 with the deny page; reason is a short public code that
+// the operator finds in the log next to requestID.
+func (c *Challenger) Deny(w http.ResponseWriter, r *http.Request, requestID, reason string) {
+	l := c.language(r)
+	c.message(w, r, l, http.StatusForbidden, l.t["DenyTitle"], l.t["DenyText"], requestID, reason)
+}
+
+// RateLimited answers 429 with Retry-After.
+func (c *Challenger) RateLimited(w http.ResponseWriter, r *http.Request, requestID string, retryAfter time.Duration) {
+	l := c.language(r)
+	secs := max(1, int((retryAfter+time.Second-1)/time.Second))
+	w.Header().Set("Retry-After", fmt.Sprint(secs))
+	c.message(w, r, l, http.StatusTooManyRequests, l.t["RateTitle"], l.plural("RateText", secs), requestID, "rate_limited")
+}
+
+// Error answers a gateway failure (502, 503, 504; any other status is
+// shown as 502's text) without blaming the visitor or leaking internals.
+func (c *Challenger) Error(w http.ResponseWriter, r *http.Request, status int, requestID, reason string) {
+	l := c.language(r)
+	text := l.t["Error502"]
+	switch status {
+	case http.StatusServiceUnavailable:
+		text = l.t["Error503"]
+	case http.StatusGatewayTimeout:
+		text = l.t["Error504"]
+	}
+	c.message(w, r, l, status, l.t["ErrorTitle"], text, requestID, reason)
+}
+
+// language chooses the page language for r.
+func (c *Challenger) language(r *http.Request) *lang {
+	if c.msgs == nil {
+		return c.en
+	}
+	tag := c.msgs.Match(r.URL.Query().Get("lang"), r.Header.Get("Accept-Language"))
+	if l, ok := c.langs[tag]; ok {
+		return l
+	}
+	return c.en
+}
+
+// isNavigation reports whether r is a top-level page load that can show
+// and run a challenge page.
+func isNavigation(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	if m := r.Header.Get("Sec-Fetch-Mode"); m != "" && m != "navigate" {
+		return false
+	}
+	return r.Header.Get("X-Requested-With") == ""
+}

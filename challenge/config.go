@@ -1,0 +1,223 @@
+package challenge
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+)
+
+// Defaults used when the corresponding Config field is zero.
+const (
+	DefaultPassTTL      = 24 * time.Hour
+	DefaultChallengeTTL = 30 * time.Minute
+	DefaultWait         = 5 * time.Second
+	DefaultSolveTimeout = 20 * time.Second
+	DefaultBits         = 16
+	DefaultCacheSize    = 65536
+
+	// MaxBits is the largest difficulty a Spec may ask for.
+	MaxBits = 35
+	// MinSecretLen is the shortest accepted Config.Secret.
+	MinSecretLen = 32
+	// CookieName is the pass cookie's name.
+	CookieName = "__Host-maat-pass"
+)
+
+// Marker sets single-use marks: MarkOnce reports whether key was unmarked
+// (and marks it for ttl). The store package implements it in memory and in
+// Redis (SET NX).
+type Marker interface {
+	MarkOnce(ctx context.Context, key string, ttl time.Duration) (first bool, err error)
+}
+
+// Binding is the set of client properties a challenge token and a pass
+// cookie are bound to.
+type Binding uint8
+
+// Binding flags. The zero Binding means BindIPPrefix|BindJA4; BindNone binds
+// to nothing.
+const (
+	BindIPPrefix Binding = 1 << iota // the client's /24 (IPv4) or /64 (IPv6)
+	BindJA4                          // the client's JA4 (compared within one transport)
+	BindNone     Binding = 1 << 7
+)
+
+// ParseBinding turns the configuration words "ip_prefix" and "ja4" into a
+// Binding; an empty list means BindNone.
+func ParseBinding(words []string) (Binding, error) {
+	if len(words) == 0 {
+		return BindNone, nil
+	}
+	var b Binding
+	for _, w := range words {
+		switch w {
+		case "ip_prefix":
+			b |= BindIPPrefix
+		case "ja4":
+			b |= BindJA4
+		default:
+			return 0, fmt.Errorf("challenge: unknown binding %q (want ip_prefix or ja4)", w)
+		}
+	}
+	return b, nil
+}
+
+func (b Binding) resolve() Binding {
+	switch {
+	case b == 0:
+		return BindIPPrefix | BindJA4
+	case b&BindNone != 0:
+		return 0
+	}
+	return b
+}
+
+// Config configures a Challenger. Only Secret is required.
+type Config struct {
+	// Secret keys the challenge tokens and (with HS256) the pass cookies.
+	// Every node of a cluster must hold the same secret. At least
+	// MinSecretLen bytes.
+	Secret []byte
+
+	// SigningKey, if set, signs pass cookies with EdDSA instead of HS256,
+	// so that an upstream can verify them with the public key.
+	SigningKey ed25519.PrivateKey
+
+	// PassTTL is the pass cookie's lifetime. If zero, DefaultPassTTL.
+	PassTTL time.Duration
+
+	// ChallengeTTL is how long a challenge token may be redeemed. If zero,
+	// DefaultChallengeTTL.
+	ChallengeTTL time.Duration
+
+	// Wait is how long a visitor without JavaScript (or on the metarefresh
+	// algorithm) waits before passing. If zero, DefaultWait.
+	Wait time.Duration
+
+	// SolveTimeout is how long the browser solver works before it falls
+	// back to the wait path. If zero, DefaultSolveTimeout.
+	SolveTimeout time.Duration
+
+	// Marker refuses the replay of a solved token. If nil, an in-process
+	// map is used (enough for a single node).
+	Marker Marker
+
+	// Bind is what tokens and cookies are bound to. If zero,
+	// BindIPPrefix|BindJA4.
+	Bind Binding
+
+	// PolicyVersion is recorded in pass cookies; a cookie issued under
+	// another non-empty version does not pass. Change it to re-challenge
+	// everyone. If empty, not checked.
+	PolicyVersion string
+
+	// Messages localizes pages. If nil, pages are in English.
+	Messages Messages
+
+	// TemplateDir, if set, holds *.html files whose {{define}}s replace the
+	// embedded templates of the same name, and a static/ folder whose files
+	// replace or add to the embedded assets served under /.maat/static/.
+	TemplateDir string
+
+	// Contact and PolicyURL, if set, are shown on failure pages.
+	Contact   string
+	PolicyURL string
+
+	// CacheSize bounds the verified-cookie cache. If zero, DefaultCacheSize.
+	CacheSize int
+
+	// Now is the clock. If nil, time.Now.
+	Now func() time.Time
+}
+
+// Validate reports every problem of the configuration at once.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if len(cfg.Secret) < MinSecretLen {
+		errs = append(errs, fmt.Errorf("challenge: secret is %d bytes, want at least %d", len(cfg.Secret), MinSecretLen))
+	}
+	if cfg.SigningKey != nil && len(cfg.SigningKey) != ed25519.PrivateKeySize {
+		errs = append(errs, errors.New("challenge: signing key is not an Ed25519 private key"))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"pass TTL", cfg.PassTTL}, {"challenge TTL", cfg.ChallengeTTL}, {"wait", cfg.Wait}, {"solve timeout", cfg.SolveTimeout}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("challenge: negative %s %v", d.name, d.v))
+		}
+	}
+	if w := cfg.wait(); w > 255*time.Second {
+		errs = append(errs, fmt.Errorf("challenge: wait %v exceeds 255s", w))
+	}
+	if cfg.wait() >= cfg.challengeTTL() {
+		errs = append(errs, errors.New("challenge: wait must be shorter than the challenge TTL"))
+	}
+	if cfg.CacheSize < 0 {
+		errs = append(errs, errors.New("challenge: negative cache size"))
+	}
+	if cfg.Bind&^(BindIPPrefix|BindJA4|BindNone) != 0 {
+		errs = append(errs, fmt.Errorf("challenge: unknown binding bits %#x", uint8(cfg.Bind)))
+	}
+	if cfg.TemplateDir != "" {
+		if fi, err := os.Stat(cfg.TemplateDir); err != nil {
+			errs = append(errs, fmt.Errorf("challenge: template dir: %w", err))
+		} else if !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("challenge: template dir %s is not a directory", cfg.TemplateDir))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (cfg *Config) passTTL() time.Duration { return orDefault(cfg.PassTTL, DefaultPassTTL) }
+func (cfg *Config) challengeTTL() time.Duration {
+	return orDefault(cfg.ChallengeTTL, DefaultChallengeTTL)
+}
+func (cfg *Config) wait() time.Duration { return orDefault(cfg.Wait, DefaultWait) }
+func (cfg *Config) solveTimeout() time.Duration {
+	return orDefault(cfg.SolveTimeout, DefaultSolveTimeout)
+}
+func (cfg *Config) cacheSize() int {
+	if cfg.CacheSize == 0 {
+		return DefaultCacheSize
+	}
+	return cfg.CacheSize
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Client is what a challenge and a pass are bound to.
+type Client struct {
+	IP  netip.Addr
+	JA4 string // empty when unknown
+}
+
+// prefix is the client's /24 (IPv4) or /64 (IPv6) network.
+func (cl Client) prefix() netip.Prefix {
+	ip := cl.IP.Unmap()
+	bits := 64
+	if ip.Is4() {
+		bits = 24
+	}
+	p, err := ip.Prefix(bits)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	return p
+}
+
+// Spec is what the policy asks of a challenge.
+type Spec struct {
+	Algorithm string // "pow" (also "fast", "slow", "") or "metarefresh"
+	Bits      int    // leading zero bits; if zero, DefaultBits
+	Rule      string // the rule's name, for the log
+}

@@ -1,0 +1,238 @@
+package challenge
+
+import (
+	"crypto/ed25519"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Reason says why a pass cookie did or did not pass. Its String is a
+// constant snake_case word for the log and metrics.
+type Reason uint8
+
+// Reasons returned by Check.
+const (
+	PassOK       Reason = iota // a valid cookie for this client and difficulty
+	PassNoCookie               // no pass cookie
+	PassInvalid                // undecodable, bad signature, wrong algorithm
+	PassExpired                // past its expiry
+	PassPrefix                 // earned from another IP prefix (or address family)
+	PassJA4                    // earned with another JA4
+	PassBits                   // earned at fewer bits than asked
+	PassPolicy                 // earned under another policy version
+)
+
+var reasonNames = [...]string{"ok", "no_cookie", "invalid", "expired", "ip_prefix", "ja4", "difficulty", "policy_version"}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// passClaims are the pass cookie's claims.
+type passClaims struct {
+	jwt.RegisteredClaims
+	Bits   int    `json:"bits"`
+	Net    string `json:"net,omitempty"`
+	JA4    string `json:"ja4,omitempty"`
+	Rule   string `json:"rule,omitempty"`
+	Policy string `json:"pv,omitempty"`
+}
+
+// passEntry is a verified cookie in the cache.
+type passEntry struct {
+	expires int64 // Unix seconds
+	bits    int
+	net     netip.Prefix
+	ja4     string
+	policy  string
+}
+
+// passCache remembers verified cookies by their text.
+type passCache struct {
+	mu  sync.RWMutex
+	m   map[string]passEntry
+	max int
+}
+
+func (pc *passCache) get(k string) (passEntry, bool) {
+	pc.mu.RLock()
+	e, ok := pc.m[k]
+	pc.mu.RUnlock()
+	return e, ok
+}
+
+func (pc *passCache) put(k string, e passEntry, now int64) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if len(pc.m) >= pc.max {
+		// Drop the expired entries, and if that is not enough, an
+		// arbitrary quarter (map order is random).
+		for key, v := range pc.m {
+			if v.expires <= now {
+				delete(pc.m, key)
+			}
+		}
+		drop := len(pc.m) - pc.max*3/4
+		for key := range pc.m {
+			if drop <= 0 {
+				break
+			}
+			delete(pc.m, key)
+			drop--
+		}
+	}
+	pc.m[k] = e
+}
+
+// cookieValue finds the pass cookie in r's Cookie headers without
+// allocating.
+func cookieValue(r *http.Request) (string, bool) {
+	for _, line := range r.Header["Cookie"] {
+		for line != "" {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			part = strings.TrimSpace(part)
+			if v, ok := strings.CutPrefix(part, CookieName+"="); ok {
+				return strings.Trim(v, `"`), v != ""
+			}
+		}
+	}
+	return "", false
+}
+
+// Check reports whether r carries a valid pass cookie for cl at minBits or
+// more, and if not, why. A cached cookie costs a map lookup and no
+// allocation.
+func (c *Challenger) Check(r *http.Request, cl Client, minBits int) Reason {
+	v, ok := cookieValue(r)
+	if !ok {
+		return PassNoCookie
+	}
+	now := c.now().Unix()
+	e, ok := c.cache.get(v)
+	if !ok {
+		var err error
+		if e, err = c.parseCookie(v); err != nil {
+			return PassInvalid
+		}
+		c.cache.put(v, e, now)
+	}
+	return c.judge(&e, cl, minBits, now)
+}
+
+// Pass reports whether r carries a valid pass cookie for cl at minBits.
+func (c *Challenger) Pass(r *http.Request, cl Client, minBits int) bool {
+	return c.Check(r, cl, minBits) == PassOK
+}
+
+func (c *Challenger) judge(e *passEntry, cl Client, minBits int, now int64) Reason {
+	switch {
+	case now >= e.expires:
+		return PassExpired
+	case e.bits < minBits:
+		return PassBits
+	case c.policyVersion != "" && e.policy != c.policyVersion:
+		return PassPolicy
+	case c.bind&BindIPPrefix != 0 && e.net != cl.prefix():
+		return PassPrefix
+	case c.bind&BindJA4 != 0 && !sameJA4(e.ja4, cl.JA4):
+		return PassJA4
+	}
+	return PassOK
+}
+
+// sameJA4 compares JA4 fingerprints of the same transport. A QUIC hello
+// ("q…") and a TCP hello ("t…") of one browser always differ, so a cookie
+// earned over one transport is not checked against the other's JA4; the IP
+// prefix still binds it.
+func sameJA4(earned, now string) bool {
+	if earned == "" || now == "" || earned[0] != now[0] {
+		return true
+	}
+	return earned == now
+}
+
+func (c *Challenger) signingMethod() jwt.SigningMethod {
+	if c.edKey != nil {
+		return jwt.SigningMethodEdDSA
+	}
+	return jwt.SigningMethodHS256
+}
+
+// issueCookie signs a pass for cl at the token's difficulty.
+func (c *Challenger) issueCookie(t *token, cl Client, now time.Time) (*http.Cookie, error) {
+	exp := now.Add(c.cfg.passTTL())
+	claims := passClaims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(exp),
+		},
+		Bits:   int(t.bits),
+		Rule:   t.rule,
+		Policy: c.policyVersion,
+	}
+	if c.bind&BindIPPrefix != 0 {
+		claims.Net = cl.prefix().String()
+	}
+	if c.bind&BindJA4 != 0 {
+		claims.JA4 = cl.JA4
+	}
+	var key any = c.cookieKey
+	if c.edKey != nil {
+		key = c.edKey
+	}
+	s, err := jwt.NewWithClaims(c.signingMethod(), claims).SignedString(key)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Cookie{
+		Name:     CookieName,
+		Value:    s,
+		Path:     "/",
+		Expires:  exp,
+		MaxAge:   int(c.cfg.passTTL() / time.Second),
+		HttpOnly: true,
+		Secure:   true,
+		SameSite: http.SameSiteLaxMode,
+	}, nil
+}
+
+// parseCookie verifies a pass cookie's signature, algorithm and expiry.
+func (c *Challenger) parseCookie(s string) (passEntry, error) {
+	var claims passClaims
+	_, err := c.parser.ParseWithClaims(s, &claims, c.keyFunc)
+	if err != nil {
+		return passEntry{}, err
+	}
+	e := passEntry{expires: claims.ExpiresAt.Unix(), bits: claims.Bits, ja4: claims.JA4, policy: claims.Policy}
+	if claims.Net != "" {
+		if e.net, err = netip.ParsePrefix(claims.Net); err != nil {
+			return passEntry{}, err
+		}
+	}
+	return e, nil
+}
+
+func (c *Challenger) keyFunc(t *jwt.Token) (any, error) {
+	if c.edKey != nil {
+		return c.edKey.Public().(ed25519.PublicKey), nil
+	}
+	return c.cookieKey, nil
+}
+
+// PublicKey returns the EdDSA public key upstreams can verify pass cookies
+// with, or nil when cookies are signed with HS256.
+func (c *Challenger) PublicKey() ed25519.PublicKey {
+	if c.edKey == nil {
+		return nil
+	}
+	return c.edKey.Public().(ed25519.PublicKey)
+}

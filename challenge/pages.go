@@ -1,0 +1,294 @@
+package challenge
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// asset is a static file, with its gzip form when that is smaller.
+type asset struct {
+	body, gz    []byte
+	contentType string
+	etag        string
+}
+
+func loadAssets(dir string) (map[string]*asset, error) {
+	out := make(map[string]*asset)
+	add := func(fsys fs.FS) error {
+		return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := fs.ReadFile(fsys, p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			a := &asset{body: b, etag: hex.EncodeToString(sum[:6])}
+			a.contentType = mime.TypeByExtension(path.Ext(p))
+			if a.contentType == "" {
+				a.contentType = "application/octet-stream"
+			}
+			if z := gzipBytes(b); len(z) < len(b) {
+				a.gz = z
+			}
+			out[p] = a
+			return nil
+		})
+	}
+	sub, _ := fs.Sub(staticFS, "static")
+	if err := add(sub); err != nil {
+		return nil, fmt.Errorf("challenge: static assets: %w", err)
+	}
+	if dir != "" {
+		if fi, err := os.Stat(filepath.Join(dir, "static")); err == nil && fi.IsDir() {
+			if err := add(os.DirFS(filepath.Join(dir, "static"))); err != nil {
+				return nil, fmt.Errorf("challenge: static assets: %w", err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// assetURL is the cache-busting URL of a static asset.
+func (c *Challenger) assetURL(name string) string {
+	if a, ok := c.assets[name]; ok {
+		return staticPrefix + name + "?v=" + a.etag
+	}
+	return staticPrefix + name
+}
+
+func loadTemplates(dir string, assetURL func(string) string) (*template.Template, error) {
+	t, err := template.New("").Funcs(template.FuncMap{"asset": assetURL}).ParseFS(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("challenge: templates: %w", err)
+	}
+	if dir != "" {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.html"))
+		if len(files) > 0 {
+			if t, err = t.ParseFiles(files...); err != nil {
+				return nil, fmt.Errorf("challenge: templates in %s: %w", dir, err)
+			}
+		}
+	}
+	if t.Lookup("page") == nil {
+		return nil, fmt.Errorf("challenge: templates define no \"page\"")
+	}
+	return t, nil
+}
+
+// pageData is what the templates see.
+type pageData struct {
+	Lang, Dir       string
+	T               map[string]string
+	Title           string
+	Text            string
+	Status          int
+	RequestID       string
+	Reason          string
+	Contact         string
+	PolicyURL       string
+	Refresh         string // meta refresh of the metarefresh algorithm
+	NoScriptRefresh string // meta refresh for a PoW page without JavaScript
+	Challenge       *challengeData
+}
+
+type challengeData struct {
+	PoW        bool
+	Seed       string
+	K, SubBits int
+	PassURL    string // append "&n=…" to submit a solution
+	WaitURL    string
+	WaitText   string
+	WaitMS     int
+	CapMS      int64
+	Worker     string
+}
+
+func (c *Challenger) basePage(l *lang, title string) pageData {
+	return pageData{Lang: l.code, Dir: l.dir, T: l.t, Title: title, Contact: c.cfg.Contact, PolicyURL: c.cfg.PolicyURL}
+}
+
+func (c *Challenger) renderChallenge(w http.ResponseWriter, r *http.Request, l *lang, t *token, tok, redirect, requestID string, wait uint8) {
+	passURL := passPath + "?t=" + tok + "&r=" + url.QueryEscape(redirect)
+	refresh := strconv.Itoa(int(wait)) + "; url=" + passURL
+	d := c.basePage(l, l.t["ChallengeTitle"])
+	d.RequestID = requestID
+	d.Challenge = &challengeData{
+		PoW:      t.alg == algPoW,
+		Seed:     t.seed(),
+		K:        int(t.k),
+		SubBits:  t.subBits(),
+		PassURL:  passURL,
+		WaitURL:  passURL,
+		WaitText: l.plural("ChallengeWait", int(wait)),
+		WaitMS:   int(wait)*1000 + 250,
+		CapMS:    max(c.cfg.solveTimeout(), time.Duration(wait)*time.Second).Milliseconds(),
+		Worker:   c.assetURL("worker.js"),
+	}
+	if t.alg == algPoW {
+		d.NoScriptRefresh = refresh
+	} else {
+		d.Refresh = refresh
+	}
+	c.render(w, r, http.StatusOK, &d, true)
+}
+
+func (c *Challenger) message(w http.ResponseWriter, r *http.Request, l *lang, status int, title, text, requestID, reason string) {
+	if !isNavigation(r) {
+		c.writeShort(w, r, status, reason, text, requestID)
+		return
+	}
+	d := c.basePage(l, title)
+	d.Text, d.Status, d.RequestID, d.Reason = text, status, requestID, reason
+	c.render(w, r, status, &d, false)
+}
+
+// pools holds the buffers and gzip writers pages are rendered with.
+type pools struct{ bufs, gzips sync.Pool }
+
+func (p *pools) init() {
+	p.bufs.New = func() any { return new(bytes.Buffer) }
+	p.gzips.New = func() any {
+		z, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+		return z
+	}
+}
+
+// render executes the page template and writes it, gzipped when the client
+// accepts it, under a CSP whose nonce admits only our script.
+func (c *Challenger) render(w http.ResponseWriter, r *http.Request, status int, d *pageData, script bool) {
+	var nb [16]byte
+	rand.Read(nb[:])
+	nonce := base64.RawStdEncoding.EncodeToString(nb[:])
+	h := w.Header()
+	h.Set("Content-Security-Policy", csp(nonce, script))
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Content-Language", d.Lang)
+	if !script && d.RequestID != "" {
+		h.Set("X-Request-Id", d.RequestID)
+	}
+
+	buf := c.pools.bufs.Get().(*bytes.Buffer)
+	defer c.pools.bufs.Put(buf)
+	buf.Reset()
+	if err := c.tmpl.ExecuteTemplate(buf, "page", struct {
+		*pageData
+		Nonce string
+	}{d, nonce}); err != nil {
+		// An operator's template failed: fall back to plain text rather
+		// than a half page; the reason is theirs, not the visitor's.
+		h.Del("Content-Language")
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "%s\n%s: %s\n", d.Title, d.T["RequestID"], d.RequestID)
+		return
+	}
+	c.writeBody(w, r, status, buf.Bytes())
+}
+
+func (c *Challenger) writeBody(w http.ResponseWriter, r *http.Request, status int, body []byte) {
+	h := w.Header()
+	h.Add("Vary", "Accept-Encoding")
+	if len(body) > 512 && acceptsGzip(r) {
+		h.Set("Content-Encoding", "gzip")
+		w.WriteHeader(status)
+		if r.Method == http.MethodHead {
+			return
+		}
+		z := c.pools.gzips.Get().(*gzip.Writer)
+		z.Reset(w)
+		z.Write(body)
+		z.Close()
+		c.pools.gzips.Put(z)
+		return
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		w.Write(body)
+	}
+}
+
+// writeShort answers a non-navigation request: JSON when the client
+// accepts it, plain text otherwise.
+func (c *Challenger) writeShort(w http.ResponseWriter, r *http.Request, status int, code, text, requestID string) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if requestID != "" {
+		h.Set("X-Request-Id", requestID)
+	}
+	var body []byte
+	if strings.Contains(r.Header.Get("Accept"), "json") {
+		h.Set("Content-Type", "application/json")
+		body, _ = json.Marshal(struct {
+			Error     string `json:"error"`
+			Message   string `json:"message"`
+			RequestID string `json:"request_id,omitempty"`
+		}{code, text, requestID})
+		body = append(body, '\n')
+	} else {
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		body = []byte(text + "\n" + code + " " + requestID + "\n")
+	}
+	c.writeBody(w, r, status, body)
+}
+
+func csp(nonce string, script bool) string {
+	s := "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+	if script {
+		s += "; script-src 'nonce-" + nonce + "'; worker-src 'self'; connect-src 'self'"
+	}
+	return s
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, v := range r.Header["Accept-Encoding"] {
+		for part := range strings.SplitSeq(v, ",") {
+			name, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if strings.EqualFold(strings.TrimSpace(name), "gzip") {
+				q = strings.ReplaceAll(q, " ", "")
+				return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+			}
+		}
+	}
+	return false
+}
+
+func gzipBytes(b []byte) []byte {
+	var buf bytes.Buffer
+	z, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	z.Write(b)
+	z.Close()
+	return buf.Bytes()
+}

@@ -1,0 +1,104 @@
+// Maat challenge page: runs the proof of work in one Web Worker per core and
+// submits the nonces; falls back to the wait path on a slow or limited device.
+(function () {
+  'use strict';
+  var root = document.getElementById('maat');
+  if (!root) return;
+  var d = root.dataset;
+  var bar = document.getElementById('maat-bar');
+  var status = document.getElementById('maat-status');
+  var speed = document.getElementById('maat-speed');
+  var k = +d.k, bits = +d.bits, chunk = 1 << 16;
+  var perPuzzle = Math.pow(2, bits), expected = k * perPuzzle;
+  var cores = Math.max(1, Math.min(navigator.hardwareConcurrency || 2, 16));
+  var num, secs;
+  try { num = new Intl.NumberFormat(d.lang, { maximumFractionDigits: 0 }); } catch (e) { num = { format: String }; }
+  try {
+    secs = new Intl.NumberFormat(d.lang, { style: 'unit', unit: 'second', unitDisplay: 'long', maximumFractionDigits: 0 });
+  } catch (e) { secs = { format: function (n) { return num.format(n) + ' s'; } }; }
+  var workers = [], counters = [], nonces = [], puzzle = 0, hashes = 0, inPuzzle = 0;
+  var t0 = Date.now(), lastUI = 0, announced = 0, over = false;
+  root.hidden = false;
+
+  function stop() {
+    over = true;
+    for (var i = 0; i < workers.length; i++) workers[i].terminate();
+  }
+  function fallback() {
+    if (over) return;
+    stop();
+    status.textContent = d.tSlow;
+    location.replace(d.wait);
+  }
+  var timer = setTimeout(fallback, +d.cap);
+  // Without workers, take the wait path once the wait is over.
+  function failSoon() { if (!over) { clearTimeout(timer); timer = setTimeout(fallback, +d.waitMs); } }
+
+  function hex8(n) { return ('0000000' + (n >>> 0).toString(16)).slice(-8); }
+
+  function ui(force) {
+    var now = Date.now();
+    if (!force && now - lastUI < 250) return;
+    lastUI = now;
+    var pct = Math.floor(100 * (puzzle + Math.min(0.95, inPuzzle / perPuzzle)) / k);
+    bar.value = pct;
+    bar.textContent = pct + '%';
+    var rate = hashes / Math.max(0.001, (now - t0) / 1000);
+    var left = Math.max(1, Math.ceil(Math.max(0, expected - hashes) / Math.max(rate, 1)));
+    speed.textContent = d.tSpeed.replace('%s', num.format(rate)) + ' · ' + d.tEta.replace('%s', secs.format(left));
+    // Announce a few milestones only, so a screen reader is not flooded.
+    var milestone = Math.floor(pct / 25) * 25;
+    if (milestone > announced) {
+      announced = milestone;
+      status.textContent = status.textContent.replace(/\s*\d+\s*%$/, '') + ' ' + milestone + '%';
+    }
+  }
+
+  function finish() {
+    stop();
+    clearTimeout(timer);
+    bar.value = 100;
+    bar.textContent = '100%';
+    status.textContent = d.tDone;
+    location.replace(d.pass + '&n=' + nonces.join(','));
+  }
+
+  function dispatch(j) {
+    if (over) return;
+    var start = counters[j];
+    counters[j] += chunk;
+    workers[j].postMessage({ puzzle: puzzle, w0: (puzzle << 24) | j, start: start, count: chunk, bits: bits });
+  }
+
+  function onResult(j, m) {
+    if (over) return;
+    hashes += m.count;
+    if (m.puzzle === puzzle) {
+      inPuzzle += m.count;
+      if (m.n >= 0) {
+        nonces.push(hex8((puzzle << 24) | j) + hex8(m.n));
+        puzzle++;
+        inPuzzle = 0;
+        for (var i = 0; i < counters.length; i++) counters[i] = 0;
+        if (puzzle === k) { finish(); return; }
+      }
+    }
+    ui(false);
+    dispatch(j);
+  }
+
+  try {
+    for (var j = 0; j < cores; j++) {
+      var w = new Worker(d.worker);
+      w.onmessage = (function (j) { return function (ev) { onResult(j, ev.data); }; })(j);
+      w.onerror = failSoon;
+      w.postMessage({ seed: d.seed });
+      workers.push(w);
+      counters.push(0);
+    }
+  } catch (e) {
+    failSoon();
+    return;
+  }
+  for (var i = 0; i < workers.length; i++) dispatch(i);
+})();
