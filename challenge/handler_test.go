@@ -30,7 +30,9 @@ func TestPass(t *testing.T) {
 		{name: "roamed to IPv6 gets a fresh challenge", client: alice6, redirect: "/x", wantStatus: 200},
 		{name: "other /24 gets a fresh challenge", client: mallory, redirect: "/x", wantStatus: 200},
 		{name: "other JA4 gets a fresh challenge", client: Client{IP: alice.IP, JA4: "t13d1715h2_5b57614c22b0_3d5424432f57"}, redirect: "/x", wantStatus: 200},
-		{name: "wrong solution", client: alice, nonces: func(*token) string { return "0,100000000000000,200000000000000,300000000000000,400000000000000,500000000000000,600000000000000,700000000000000" }, wantStatus: 403},
+		{name: "wrong solution", client: alice, nonces: func(*token) string {
+			return "0,100000000000000,200000000000000,300000000000000,400000000000000,500000000000000,600000000000000,700000000000000"
+		}, wantStatus: 403},
 		{name: "garbage nonces", client: alice, nonces: func(*token) string { return "zz" }, wantStatus: 403},
 		{name: "wait path too early", client: alice, nonces: func(*token) string { return "" }, wantStatus: 200},
 		{name: "wait path after the wait", client: alice, advance: 2 * time.Second, nonces: func(*token) string { return "" }, wantStatus: 303, wantCookie: true, wantLoc: "/"},
