@@ -179,7 +179,8 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
-func (e *ConfigError) Unwrap() error { return e.Err }
+// Unwrap returns ErrConfig and the reason.
+func (e *ConfigError) Unwrap() []error { return []error{ErrConfig, e.Err} }
 
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("edge: bad configuration")
@@ -237,7 +238,7 @@ func lineError(name, msg string) error {
 	if i := strings.Index(msg, " not found in type "); i > 0 && strings.HasPrefix(msg, "field ") {
 		msg = "unknown key " + strings.TrimPrefix(msg[:i], "field ")
 	}
-	return &ConfigError{File: name, Line: line, Err: fmt.Errorf("%w: %s", ErrConfig, msg)}
+	return &ConfigError{File: name, Line: line, Err: errors.New(msg)}
 }
 
 // UnmarshalYAML reads a duration such as "10s" or "24h".
@@ -310,5 +311,5 @@ func parseUpstream(s string) (*url.URL, error) {
 }
 
 func nodeError(n *yaml.Node, format string, args ...any) error {
-	return &ConfigError{Line: n.Line, Err: fmt.Errorf("%w: want "+format, append([]any{ErrConfig}, args...)...)}
+	return &ConfigError{Line: n.Line, Err: fmt.Errorf("want "+format, args...)}
 }

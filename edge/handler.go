@@ -57,6 +57,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	st.peerTrusted = rt.trusted.contains(st.peer)
 	st.client = rt.trusted.clientAddr(st.peer, r.Header["X-Forwarded-For"])
 	rec := &recorder{ResponseWriter: w}
+	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
 
 	st.site = rt.sites.lookup(r.Host)
 	if st.site == nil {
@@ -72,7 +73,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if rt.cfg.Demo {
 		st.demo = func(h http.Header) { demoHeaders(h, r, st) }
 	}
-	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
 	s.proxy.ServeHTTP(rec, r)
 }
 

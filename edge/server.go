@@ -28,7 +28,7 @@ type Server struct {
 	log  *slog.Logger
 	base Config // the configuration the listeners were built from
 
-	rt atomic.Pointer[runtime] // replaced whole on reload
+	rt atomic.Pointer[snapshot] // replaced whole on reload
 
 	certs     *certs.Manager
 	tlsConf   *tls.Config
@@ -55,8 +55,8 @@ type Server struct {
 	idPrefix  string
 }
 
-// runtime is what a reload replaces at once: sites, routes, policy.
-type runtime struct {
+// snapshot is what a reload replaces at once: sites, routes, policy.
+type snapshot struct {
 	cfg     Config
 	sites   *siteTable
 	trusted trustedProxies
@@ -132,8 +132,8 @@ func certsConfig(cfg *Config) certs.Config {
 }
 
 // newRuntime compiles what a configuration needs per request.
-func (s *Server) newRuntime(cfg Config) (*runtime, error) {
-	rt := &runtime{cfg: cfg, sites: newSiteTable(&cfg)}
+func (s *Server) newRuntime(cfg Config) (*snapshot, error) {
+	rt := &snapshot{cfg: cfg, sites: newSiteTable(&cfg)}
 	for _, p := range cfg.TrustedProxies {
 		rt.trusted = append(rt.trusted, netipPrefix(p))
 	}

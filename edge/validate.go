@@ -12,7 +12,7 @@ import (
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, &ConfigError{File: c.path, Key: key, Err: fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)})
+		errs = append(errs, &ConfigError{File: c.path, Key: key, Err: fmt.Errorf(format, args...)})
 	}
 	checkAddr := func(key, addr string, required bool) {
 		if addr == "" {

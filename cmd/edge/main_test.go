@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as the edge binary: with EDGE_TEST_MAIN=1 it runs
+// main, so the signal tests drive a real process without a separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("EDGE_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+func startEdgeProcess(t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "EDGE_TEST_MAIN=1")
+	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %s", addr)
+}
+
+func insecureClient() *http.Client {
+	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
+}
+
+func fetch(c *http.Client, url string) (int, string, error) {
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Host = "site.test"
+	res, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header.Get("X-Upstream") + string(b), nil
+}
+
+// slowUpstream answers /slow only when release is closed.
+func slowUpstream(t *testing.T, name string, release <-chan struct{}, entered chan<- struct{}) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Upstream", name)
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-release
+		}
+		fmt.Fprint(w, " ok")
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+func writeConfig(t *testing.T, path, https, admin, up, route string) {
+	t.Helper()
+	cfg := fmt.Sprintf(`listen: { https: %q, http: "", admin: %q, http3: false }
+tls: { mode: self-signed, cache: "" }
+timeouts: { drain: 10s }
+sites:
+  - hosts: [site.test]
+    upstream: %s
+    routes: [{ path: /r/, upstream: %s }]
+`, https, admin, up, route)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReloadAndDrainBySignal(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	a := slowUpstream(t, "a", release, entered)
+	b := slowUpstream(t, "b", release, entered)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "edge.yaml")
+	https, admin := freePort(t), freePort(t)
+	writeConfig(t, cfgPath, https, admin, a.URL, a.URL)
+	p := startEdgeProcess(t, "run", "-config", cfgPath)
+	waitListening(t, https)
+	c := insecureClient()
+	base := "https://" + https
+
+	if _, who, err := fetch(c, base+"/r/x"); err != nil || !strings.HasPrefix(who, "a") {
+		t.Fatalf("before reload /r/ → %q, %v", who, err)
+	}
+	// An in-flight request across the reload.
+	inflight := make(chan string, 1)
+	go func() {
+		code, who, err := fetch(c, base+"/slow")
+		inflight <- fmt.Sprint(code, who, err)
+	}()
+	<-entered
+
+	writeConfig(t, cfgPath, https, admin, a.URL, b.URL)
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	switched := false
+	for i := 0; i < 100 && !switched; i++ {
+		_, who, err := fetch(c, base+"/r/x")
+		switched = err == nil && strings.HasPrefix(who, "b")
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !switched {
+		t.Fatalf("SIGHUP did not apply the new route; stderr:\n%s", p.stderr)
+	}
+	// A broken file on SIGHUP keeps the running configuration.
+	if err := os.WriteFile(cfgPath, []byte("sites: [{hosts: [x], upstream: ftp://nope, bogus: 1}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(200 * time.Millisecond)
+	if _, who, err := fetch(c, base+"/r/x"); err != nil || !strings.HasPrefix(who, "b") {
+		t.Fatalf("after a bad reload /r/ → %q, %v", who, err)
+	}
+	if !strings.Contains(p.stderr.String(), "reload_failed") {
+		t.Errorf("a bad reload was not logged:\n%s", p.stderr)
+	}
+
+	// SIGTERM: stop accepting, let the in-flight request finish, exit 0.
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	refused := false
+	for i := 0; i < 100 && !refused; i++ {
+		conn, err := net.DialTimeout("tcp", https, 200*time.Millisecond)
+		if err != nil {
+			refused = true
+			break
+		}
+		conn.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !refused {
+		t.Error("still accepting connections after SIGTERM")
+	}
+	select {
+	case err := <-p.done:
+		t.Fatalf("exited before the in-flight request finished: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if got := <-inflight; got != "200a ok<nil>" {
+		t.Errorf("in-flight request across reload and SIGTERM: %q", got)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("exit after drain: %v; stderr:\n%s", err, p.stderr)
+		}
+		p.done <- nil // for Cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not exit after draining")
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	_ = os.WriteFile(bad, []byte("listen: {https: \":443\"}\nsites:\n  - hosts: [a.test]\n    upstream: http://127.0.0.1:1\n    bogus: 3\n"), 0o600)
+	good := filepath.Join(dir, "good.yaml")
+	_ = os.WriteFile(good, []byte("tls: {mode: self-signed}\nsites: [{hosts: [a.test], upstream: \"http://127.0.0.1:1\"}]\n"), 0o600)
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		wantErr string
+		wantOut string
+	}{
+		{"version", []string{"edge", "version"}, "", "edge "},
+		{"no command", []string{"edge"}, "no command", ""},
+		{"unknown", []string{"edge", "frobnicate"}, "unknown command", ""},
+		{"config check bad", []string{"edge", "config", "check", bad}, "bad.yaml:5: unknown key bogus", ""},
+		{"config check good", []string{"edge", "config", "check", good}, "", "good.yaml: ok"},
+		{"run without config", []string{"edge", "run"}, "needs -config", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), tt.args, &out, &errOut)
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("error %v", err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("error %v, want %q", err, tt.wantErr)
+			}
+			if !strings.Contains(out.String(), tt.wantOut) {
+				t.Errorf("stdout %q, want %q", out.String(), tt.wantOut)
+			}
+			if tt.wantErr != "" && exitCode(err) == 0 {
+				t.Error("exit code 0 on error")
+			}
+			_ = errors.Is
+		})
+	}
+}
