@@ -101,12 +101,12 @@ type StoreConfig struct {
 
 // LogConfig configures logs.
 type LogConfig struct {
-	Level        string `yaml:"level"`        // debug | info | warn | error; default info
-	Format       string `yaml:"format"`       // text | json; "" = text on a terminal, JSON otherwise
-	Fingerprints string `yaml:"fingerprints"` // "-" = stdout, "" = off
-	MaxSizeMB    int    `yaml:"max_size_mb"`  // default 100
-	MaxFiles     int    `yaml:"max_files"`    // default 10
-	ClientIP     string `yaml:"client_ip"`    // full | prefix | hash | none; default full
+	Level        string  `yaml:"level"`        // debug | info | warn | error; default info
+	Format       string  `yaml:"format"`       // text | json; "" = text on a terminal, JSON otherwise
+	Fingerprints string  `yaml:"fingerprints"` // "-" = stdout, "" = off
+	MaxSizeMB    int     `yaml:"max_size_mb"`  // default 100
+	MaxFiles     int     `yaml:"max_files"`    // default 10
+	ClientIP     string  `yaml:"client_ip"`    // full | prefix | hash | none; default full
 	SampleAllow  float64 `yaml:"sample_allow"` // share of ALLOW lines kept; 0 = all
 }
 
@@ -124,7 +124,7 @@ type Timeouts struct {
 	// UpstreamHeader bounds the wait for the upstream's response header;
 	// 0 = no limit (long polls and slow pages work).
 	UpstreamHeader Duration `yaml:"upstream_header"`
-	Drain          Duration `yaml:"drain"`     // in-flight requests on SIGTERM; default 30s
+	Drain          Duration `yaml:"drain"`      // in-flight requests on SIGTERM; default 30s
 	FailPause      Duration `yaml:"fail_pause"` // a failing upstream address is skipped this long; default 10s
 }
 

@@ -93,13 +93,13 @@ func TestClientAddr(t *testing.T) {
 		xff  []string
 		want string
 	}{
-		{"203.0.113.1", []string{"1.2.3.4"}, "203.0.113.1"},                 // untrusted peer: XFF ignored
-		{"10.0.0.1", []string{"1.2.3.4"}, "1.2.3.4"},                        // trusted peer
-		{"10.0.0.1", []string{"6.6.6.6, 1.2.3.4, 10.1.1.1"}, "1.2.3.4"},     // right-most untrusted
-		{"10.0.0.1", []string{"6.6.6.6", "1.2.3.4"}, "1.2.3.4"},             // several header lines
-		{"10.0.0.1", []string{"garbage, 10.2.2.2"}, "10.2.2.2"},             // stop at garbage
-		{"10.0.0.1", nil, "10.0.0.1"},                                       // no header
-		{"10.0.0.1", []string{"::ffff:1.2.3.4"}, "1.2.3.4"},                 // mapped
+		{"203.0.113.1", []string{"1.2.3.4"}, "203.0.113.1"},             // untrusted peer: XFF ignored
+		{"10.0.0.1", []string{"1.2.3.4"}, "1.2.3.4"},                    // trusted peer
+		{"10.0.0.1", []string{"6.6.6.6, 1.2.3.4, 10.1.1.1"}, "1.2.3.4"}, // right-most untrusted
+		{"10.0.0.1", []string{"6.6.6.6", "1.2.3.4"}, "1.2.3.4"},         // several header lines
+		{"10.0.0.1", []string{"garbage, 10.2.2.2"}, "10.2.2.2"},         // stop at garbage
+		{"10.0.0.1", nil, "10.0.0.1"},                                   // no header
+		{"10.0.0.1", []string{"::ffff:1.2.3.4"}, "1.2.3.4"},             // mapped
 	} {
 		got := tp.clientAddr(peerAddr(tt.peer+":1"), tt.xff)
 		if got.String() != tt.want {

@@ -35,12 +35,12 @@ func newTransport(t Timeouts) *http.Transport {
 // travel in the request's state, chosen before ServeHTTP.
 func (s *Server) newReverseProxy(tr http.RoundTripper) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:     tr,
-		Rewrite:       s.rewrite,
-		ErrorHandler:  s.upstreamError,
+		Transport:      tr,
+		Rewrite:        s.rewrite,
+		ErrorHandler:   s.upstreamError,
 		ModifyResponse: s.upstreamResponse,
-		BufferPool:    newBufferPool(),
-		ErrorLog:      nil,
+		BufferPool:     newBufferPool(),
+		ErrorLog:       nil,
 	}
 }
 

@@ -108,4 +108,3 @@ func (cfg *Config) hosts() []string {
 	}
 	return hs
 }
-
