@@ -1,0 +1,285 @@
+package policy
+
+import (
+	"strings"
+)
+
+// Signal is a built-in observation about a request that adds weight.
+type Signal uint8
+
+// The built-in signals.
+const (
+	// SignalUATLSMismatch: the User-Agent claims a browser whose TLS stack
+	// is not the one the known-client table has for this JA4.
+	SignalUATLSMismatch Signal = iota
+	// SignalBrowserHeadersMissing: a claimed browser without the headers
+	// every browser sends, or with a header order no browser uses.
+	SignalBrowserHeadersMissing
+	// SignalProtoMismatch: a claimed modern browser on HTTP/1.1 over TLS.
+	SignalProtoMismatch
+	// SignalFakeCrawler: a well-known crawler's User-Agent from an address
+	// that is not the crawler's.
+	SignalFakeCrawler
+	// SignalVerifiedCrawler: a well-known crawler whose address verified.
+	SignalVerifiedCrawler
+	numSignals
+)
+
+var signalNames = [numSignals]string{
+	"ua_tls_mismatch", "browser_headers_missing", "proto_mismatch", "fake_crawler", "verified_crawler",
+}
+
+// defaultSignalWeights are the weights a policy gets unless its signals:
+// section says otherwise.
+var defaultSignalWeights = [numSignals]int{30, 10, 10, 50, 0}
+
+// String returns the signal's name as policy files write it.
+func (s Signal) String() string {
+	if s < numSignals {
+		return signalNames[s]
+	}
+	return "unknown"
+}
+
+func parseSignal(name string) (Signal, bool) {
+	for i, n := range signalNames {
+		if n == name {
+			return Signal(i), true
+		}
+	}
+	return 0, false
+}
+
+// Signals is a set of signals.
+type Signals uint8
+
+// Has reports whether s is in the set.
+func (ss Signals) Has(s Signal) bool { return ss&(1<<s) != 0 }
+
+// All yields the signals in the set in a fixed order.
+func (ss Signals) All(yield func(Signal) bool) {
+	for s := range numSignals {
+		if ss.Has(s) && !yield(s) {
+			return
+		}
+	}
+}
+
+// brand is the browser a User-Agent claims.
+type brand uint8
+
+const (
+	brandNone brand = iota
+	brandChromium
+	brandFirefox
+	brandSafari
+	brandIOS // any browser on iOS or iPadOS: WebKit and Apple's TLS
+)
+
+// uaClaim is what a User-Agent says about the client.
+type uaClaim struct {
+	brand   brand
+	major   int
+	crawler bool // a bot convention ("compatible;", "+http") or a crawler name
+}
+
+// parseUA reads the browser claim of a User-Agent without allocating.
+// "Mozilla/5.0 (compatible; Bot/1.0; +url)" is a bot convention, not a
+// browser claim.
+func parseUA(ua string) uaClaim {
+	var c uaClaim
+	if !strings.HasPrefix(ua, "Mozilla/5.0 (") {
+		return c
+	}
+	if strings.Contains(ua, "compatible;") || strings.Contains(ua, "+http") || strings.Contains(ua, "bot/") || strings.Contains(ua, "Bot/") {
+		c.crawler = true
+		return c
+	}
+	if strings.Contains(ua, "(iPhone") || strings.Contains(ua, "(iPad") {
+		c.brand = brandIOS
+		c.major = versionAfter(ua, "Version/")
+		if c.major == 0 {
+			c.major = 17 // CriOS/FxiOS carry their own versions; WebKit is current
+		}
+		return c
+	}
+	if v := versionAfter(ua, "Firefox/"); v > 0 {
+		c.brand, c.major = brandFirefox, v
+		return c
+	}
+	if v := versionAfter(ua, "Chrome/"); v > 0 {
+		c.brand, c.major = brandChromium, v
+		return c
+	}
+	if v := versionAfter(ua, "Chromium/"); v > 0 {
+		c.brand, c.major = brandChromium, v
+		return c
+	}
+	if strings.Contains(ua, "Safari/") {
+		if v := versionAfter(ua, "Version/"); v > 0 {
+			c.brand, c.major = brandSafari, v
+		}
+	}
+	return c
+}
+
+// versionAfter returns the integer that follows key in s, or 0.
+func versionAfter(s, key string) int {
+	i := strings.Index(s, key)
+	if i < 0 {
+		return 0
+	}
+	n := 0
+	for _, b := range []byte(s[i+len(key):]) {
+		if b < '0' || b > '9' || n > 10000 {
+			break
+		}
+		n = n*10 + int(b-'0')
+	}
+	return n
+}
+
+// familyConsistent reports whether a TLS family is one the claimed brand
+// uses. Chromium-based browsers share one TLS stack.
+func familyConsistent(b brand, family string) bool {
+	switch b {
+	case brandChromium:
+		return family == "chrome" || family == "edge"
+	case brandFirefox:
+		return family == "firefox"
+	case brandSafari, brandIOS:
+		return family == "safari" || family == "ios"
+	}
+	return true
+}
+
+// computeSignals returns the signals that fire for r.
+func computeSignals(r *Request, ua string) Signals {
+	var ss Signals
+	switch r.CrawlerVerified {
+	case CrawlerFailed:
+		ss |= 1 << SignalFakeCrawler
+	case CrawlerVerified:
+		ss |= 1 << SignalVerifiedCrawler
+	}
+	c := parseUA(ua)
+	if c.brand == brandNone {
+		return ss
+	}
+	if r.ClientFamily != "" && !familyConsistent(c.brand, r.ClientFamily) {
+		ss |= 1 << SignalUATLSMismatch
+	}
+	if browserHeadersMissing(r, c) {
+		ss |= 1 << SignalBrowserHeadersMissing
+	}
+	if r.TLS && r.Proto == "HTTP/1.1" && modernBrowser(c) && !isUpgrade(r) {
+		ss |= 1 << SignalProtoMismatch
+	}
+	return ss
+}
+
+// modernBrowser reports a browser version that speaks HTTP/2 and sends
+// Sec-Fetch-* headers.
+func modernBrowser(c uaClaim) bool {
+	switch c.brand {
+	case brandChromium:
+		return c.major >= 80
+	case brandFirefox:
+		return c.major >= 90
+	case brandSafari, brandIOS:
+		return c.major >= 17
+	}
+	return false
+}
+
+func isUpgrade(r *Request) bool {
+	v := headerValue(r, "Upgrade")
+	return v != ""
+}
+
+// headerValue returns the first value of a header whose name is given in
+// canonical form, without allocating.
+func headerValue(r *Request, canonical string) string {
+	if v := r.Header[canonical]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func hasHeader(r *Request, canonical string) bool {
+	_, ok := r.Header[canonical]
+	return ok
+}
+
+// browserHeadersMissing checks the headers every modern browser sends on
+// every request: Accept-Language; over TLS also Sec-Fetch-Mode and, for
+// Chromium, Sec-Ch-Ua. It also checks the order of the pseudo-headers
+// (HTTP/2, HTTP/3) or that Host comes first (HTTP/1.1) when the order is
+// known.
+func browserHeadersMissing(r *Request, c uaClaim) bool {
+	if !hasHeader(r, "Accept-Language") || !hasHeader(r, "Accept") {
+		return true
+	}
+	if r.TLS && modernBrowser(c) {
+		if !hasHeader(r, "Sec-Fetch-Mode") {
+			return true
+		}
+		if c.brand == brandChromium && c.major >= 90 && !hasHeader(r, "Sec-Ch-Ua") {
+			return true
+		}
+	}
+	if len(r.HeaderOrder) == 0 {
+		return false
+	}
+	if r.HeaderOrder[0] != "" && r.HeaderOrder[0][0] == ':' {
+		return !pseudoOrderOK(c.brand, r.HeaderOrder)
+	}
+	if r.Proto == "HTTP/1.1" {
+		return !strings.EqualFold(r.HeaderOrder[0], "host")
+	}
+	return false
+}
+
+// pseudoOrderOK checks the pseudo-header order against the one the claimed
+// browser uses: Chromium m,a,s,p; Firefox m,p,a,s; Safari m,s,p,a or
+// m,s,a,p.
+func pseudoOrderOK(b brand, order []string) bool {
+	var buf [4]byte
+	n := 0
+	for _, h := range order {
+		if h == "" || h[0] != ':' {
+			break
+		}
+		if n < len(buf) && len(h) > 1 {
+			buf[n] = h[1]
+			n++
+		}
+	}
+	got := string(buf[:n]) // does not escape: compared only
+	switch b {
+	case brandChromium:
+		return got == "masp"
+	case brandFirefox:
+		return got == "mpas"
+	case brandSafari, brandIOS:
+		return got == "mspa" || got == "msap"
+	}
+	return true
+}
+
+// IsNavigation reports whether r is a top-level navigation that can be
+// answered with an HTML challenge page: a GET (or HEAD) whose Sec-Fetch-Mode
+// is navigate, or, from clients that do not send Sec-Fetch-Mode, a GET that
+// accepts text/html and is not an XMLHttpRequest.
+func IsNavigation(r *Request) bool {
+	if r.Method != "GET" && r.Method != "HEAD" {
+		return false
+	}
+	if m := headerValue(r, "Sec-Fetch-Mode"); m != "" {
+		return m == "navigate"
+	}
+	if headerValue(r, "X-Requested-With") != "" {
+		return false
+	}
+	return strings.Contains(headerValue(r, "Accept"), "text/html")
+}
