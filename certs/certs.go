@@ -107,7 +107,7 @@ const (
 	EventLoaded   EventKind = "loaded"   // read from the cache or files
 	EventObtained EventKind = "obtained" // a first certificate was issued
 	EventRenewed  EventKind = "renewed"  // a certificate was replaced
-	EventFailed   EventKind = "failed"   // an order or a reload failed
+	EventFailed   EventKind = "failed"   // an order, a reload or a cache write failed
 )
 
 // Event reports a certificate event to [Config.OnEvent].
@@ -337,6 +337,17 @@ func redirectHTTPS(w http.ResponseWriter, r *http.Request) {
 // only waits for ctx.
 func (m *Manager) Run(ctx context.Context) error {
 	return m.src.run(ctx)
+}
+
+// Renew orders a new certificate for a configured name now, in ModeACME,
+// and replaces the current one when it has arrived; handshakes meanwhile
+// keep the current one. Operators use it after a key compromise or a
+// revocation. In other modes it does nothing.
+func (m *Manager) Renew(ctx context.Context, name string) error {
+	if m.acme == nil {
+		return nil
+	}
+	return m.acme.renew(ctx, name)
 }
 
 // Status reports each name's certificate, sorted by name.

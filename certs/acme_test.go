@@ -1,0 +1,317 @@
+package certs_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/maatproxy/maat/certs"
+)
+
+// eventLog collects a Manager's events.
+type eventLog struct {
+	mu     sync.Mutex
+	events []certs.Event
+}
+
+func (l *eventLog) add(e certs.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) count(kind certs.EventKind, name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.Kind == kind && e.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// TestACMEPebble runs the edge's certificate life against Pebble: first
+// certificates through tls-alpn-01 and http-01, service over HTTP/1.1,
+// HTTP/2 and HTTP/3, no order for an unconfigured name, a restart from the
+// cache without an order, and a forced renewal without a failed request.
+func TestACMEPebble(t *testing.T) {
+	t.Parallel()
+	const (
+		alpnName  = "alpn.maat.test"
+		httpName  = "http.maat.test"
+		otherName = "other.maat.test"
+	)
+	edge, tcp, udp, plain := newTestEdge(t)
+	edge.refuseALPN = httpName // so that this name needs http-01
+	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{})
+	cacheDir := t.TempDir()
+	var events eventLog
+	cfg := certs.Config{
+		Mode:         certs.ModeACME,
+		CacheDir:     cacheDir,
+		Hosts:        []string{alpnName, httpName},
+		Email:        "ops@maat.test",
+		DirectoryURL: pebble.dirURL,
+		CARootsFile:  pebble.rootsFile,
+		RetryMin:     50 * time.Millisecond,
+		RetryMax:     time.Second,
+		OnEvent:      events.add,
+	}
+	m, err := certs.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge.serve(t, m, tcp, udp, plain)
+	ctx, stop := context.WithCancel(t.Context())
+	runDone := make(chan error, 1)
+	go func() { runDone <- m.Run(ctx) }()
+	waitFor(t, "both certificates", func() bool { return ready(m, alpnName) && ready(m, httpName) })
+
+	t.Run("challenges", func(t *testing.T) {
+		if alpn, http01 := edge.counts(alpnName); alpn == 0 || http01 != 0 {
+			t.Errorf("%s: %d tls-alpn-01 and %d http-01 validations, want tls-alpn-01 only", alpnName, alpn, http01)
+		}
+		if _, http01 := edge.counts(httpName); http01 == 0 {
+			t.Errorf("%s: no http-01 validation", httpName)
+		}
+		for _, name := range []string{alpnName, httpName} {
+			if n := events.count(certs.EventObtained, name); n != 1 {
+				t.Errorf("%s: %d obtained events, want 1", name, n)
+			}
+		}
+	})
+
+	t.Run("protocols", func(t *testing.T) {
+		for _, name := range []string{alpnName, httpName} {
+			for _, tt := range []struct{ proto, want string }{{"1.1", "HTTP/1.1"}, {"2", "HTTP/2.0"}, {"3", "HTTP/3.0"}} {
+				body, leaf, err := edge.get(t, pebble.roots, name, tt.proto)
+				if err != nil {
+					t.Errorf("GET https://%s/ over HTTP/%s: %v", name, tt.proto, err)
+					continue
+				}
+				if want := name + " " + tt.want; body != want {
+					t.Errorf("GET https://%s/ over HTTP/%s = %q, want %q", name, tt.proto, body, want)
+				}
+				if leaf.PublicKeyAlgorithm != x509.ECDSA {
+					t.Errorf("%s: certificate key %v, want ECDSA", name, leaf.PublicKeyAlgorithm)
+				}
+			}
+		}
+	})
+
+	t.Run("unconfigured name", func(t *testing.T) {
+		for _, proto := range []string{"1.1", "3"} {
+			if _, _, err := edge.get(t, pebble.roots, otherName, proto); err == nil {
+				t.Errorf("GET https://%s/ over HTTP/%s succeeded", otherName, proto)
+			}
+		}
+		_, err := m.GetCertificate(&tls.ClientHelloInfo{ServerName: otherName})
+		if !errors.Is(err, certs.ErrUnknownHost) {
+			t.Errorf("GetCertificate(%s) = %v, want ErrUnknownHost", otherName, err)
+		}
+		if n := pebble.ordersFor(otherName); n != 0 {
+			t.Errorf("%d orders for %s, want none", n, otherName)
+		}
+	})
+
+	stop()
+	if err := <-runDone; err != nil {
+		t.Errorf("Run() = %v after its context ended, want nil", err)
+	}
+	ordersBefore := pebble.ordersFor(alpnName) + pebble.ordersFor(httpName)
+
+	// A restart reads the cache and orders nothing.
+	m2, err := certs.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge.use(m2)
+	ctx2, stop2 := context.WithCancel(t.Context())
+	defer stop2()
+	go m2.Run(ctx2)
+	t.Run("restart", func(t *testing.T) {
+		for _, name := range []string{alpnName, httpName} {
+			if !ready(m2, name) {
+				t.Errorf("%s: not ready after restart", name)
+			}
+			if _, _, err := edge.get(t, pebble.roots, name, "2"); err != nil {
+				t.Errorf("GET https://%s/ after restart: %v", name, err)
+			}
+		}
+		if n := pebble.ordersFor(alpnName) + pebble.ordersFor(httpName); n != ordersBefore {
+			t.Errorf("%d orders after restart, want %d", n, ordersBefore)
+		}
+	})
+
+	t.Run("forced renewal", func(t *testing.T) {
+		_, before, err := edge.get(t, pebble.roots, alpnName, "1.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ok, failed atomic.Int64
+		var firstErr atomic.Value
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					if _, _, err := edge.get(t, pebble.roots, alpnName, "1.1"); err != nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err)
+					} else {
+						ok.Add(1)
+					}
+				}
+			})
+		}
+		err = m2.Renew(t.Context(), alpnName)
+		close(done)
+		wg.Wait()
+		if err != nil {
+			t.Fatalf("Renew() = %v", err)
+		}
+		if failed.Load() != 0 {
+			t.Errorf("%d of %d requests failed during renewal, first: %v", failed.Load(), failed.Load()+ok.Load(), firstErr.Load())
+		}
+		_, after, err := edge.get(t, pebble.roots, alpnName, "1.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.SerialNumber.Cmp(before.SerialNumber) == 0 {
+			t.Error("the same certificate serves after Renew")
+		}
+		t.Logf("%d requests served during the renewal", ok.Load())
+		// The renewed certificate is the one a restart loads.
+		m3, err := certs.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := m3.GetCertificate(&tls.ClientHelloInfo{ServerName: alpnName})
+		if err != nil || !c.Leaf.Equal(after) {
+			t.Errorf("after a restart GetCertificate = %v; want the renewed certificate", err)
+		}
+	})
+}
+
+// TestACMECADown starts with the CA unreachable: the name with a cached
+// certificate serves, the other fails clearly, and gets its certificate
+// once the CA is back.
+func TestACMECADown(t *testing.T) {
+	t.Parallel()
+	const cachedName, newName = "cached.maat.test", "new.maat.test"
+	edge, tcp, udp, plain := newTestEdge(t)
+	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{})
+	cfg := certs.Config{
+		Mode:         certs.ModeACME,
+		CacheDir:     t.TempDir(),
+		Hosts:        []string{cachedName},
+		DirectoryURL: pebble.dirURL,
+		CARootsFile:  pebble.rootsFile,
+		RetryMin:     100 * time.Millisecond,
+		RetryMax:     200 * time.Millisecond,
+	}
+	// An earlier run cached a certificate for cachedName.
+	first, err := certs.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge.serve(t, first, tcp, udp, plain)
+	if _, _, err := edge.get(t, pebble.roots, cachedName, "2"); err != nil {
+		t.Fatalf("first certificate: %v", err)
+	}
+
+	pebble.down.Store(true)
+	cfg.Hosts = []string{cachedName, newName}
+	m, err := certs.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge.use(m)
+	go m.Run(t.Context())
+	if _, _, err := edge.get(t, pebble.roots, cachedName, "2"); err != nil {
+		t.Errorf("cached site with the CA down: %v", err)
+	}
+	waitFor(t, "the failed order in Status", func() bool {
+		for _, s := range m.Status() {
+			if s.Name == newName && s.LastError != "" && !s.NextRetry.IsZero() {
+				return true
+			}
+		}
+		return false
+	})
+	_, err = m.GetCertificate(&tls.ClientHelloInfo{ServerName: newName})
+	if !errors.Is(err, certs.ErrNoCertificate) {
+		t.Errorf("GetCertificate(%s) with the CA down = %v, want ErrNoCertificate", newName, err)
+	}
+	t.Logf("error shown: %v", err)
+	if _, _, err := edge.get(t, pebble.roots, newName, "2"); err == nil {
+		t.Errorf("GET https://%s/ with the CA down succeeded", newName)
+	}
+	for _, s := range m.Status() {
+		if s.Name == cachedName && (s.LastError != "" || !s.Ready(time.Now())) {
+			t.Errorf("cached name's status = %+v, want ready without error", s)
+		}
+	}
+
+	pebble.down.Store(false)
+	waitFor(t, "the certificate once the CA is back", func() bool { return ready(m, newName) })
+	if _, _, err := edge.get(t, pebble.roots, newName, "3"); err != nil {
+		t.Errorf("GET https://%s/ after the CA came back: %v", newName, err)
+	}
+	for _, s := range m.Status() {
+		if s.LastError != "" || !s.NextRetry.IsZero() {
+			t.Errorf("status after recovery = %+v, want no error", s)
+		}
+	}
+}
+
+// TestACMEOnDemand: without Run, the first handshake for a configured name
+// orders its certificate and waits for it.
+func TestACMEOnDemand(t *testing.T) {
+	t.Parallel()
+	const name = "demand.maat.test"
+	edge, tcp, udp, plain := newTestEdge(t)
+	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{eabKeys: map[string]string{
+		"kid-1": "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W",
+	}})
+	hmac, err := base64.RawURLEncoding.DecodeString("zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := certs.New(certs.Config{
+		Mode:         certs.ModeACME,
+		CacheDir:     t.TempDir(),
+		Hosts:        []string{name},
+		DirectoryURL: pebble.dirURL,
+		CARootsFile:  pebble.rootsFile,
+		EAB:          &certs.EAB{KeyID: "kid-1", HMACKey: hmac},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge.serve(t, m, tcp, udp, plain)
+	body, _, err := edge.get(t, pebble.roots, name, "2")
+	if err != nil {
+		_, gerr := m.GetCertificate(&tls.ClientHelloInfo{ServerName: name})
+		t.Fatalf("first request: %v (%v)", err, gerr)
+	}
+	if want := name + " HTTP/2.0"; body != want {
+		t.Errorf("body = %q, want %q", body, want)
+	}
+	if n := pebble.ordersFor(name); n != 1 {
+		t.Errorf("%d orders, want 1", n)
+	}
+}

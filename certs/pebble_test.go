@@ -1,0 +1,333 @@
+package certs_test
+
+// End-to-end harness: Pebble (the ACME test CA) in process, a DNS server
+// that answers 127.0.0.1 for every name, and an edge-like server (HTTPS on
+// TCP, HTTP/3 on UDP, HTTP on another port) whose certificates come from a
+// certs.Manager. Everything listens on 127.0.0.1 with random ports.
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/letsencrypt/pebble/v2/ca"
+	"github.com/letsencrypt/pebble/v2/db"
+	"github.com/letsencrypt/pebble/v2/va"
+	"github.com/letsencrypt/pebble/v2/wfe"
+	"github.com/miekg/dns"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/maatproxy/maat/certs"
+)
+
+func TestMain(m *testing.M) {
+	// Pebble reads these when it starts: no random validation delays, no
+	// rejected nonces.
+	os.Setenv("PEBBLE_VA_NOSLEEP", "1")
+	os.Setenv("PEBBLE_WFE_NONCEREJECT", "0")
+	os.Exit(m.Run())
+}
+
+// testCA is an in-process Pebble.
+type testCA struct {
+	dirURL    string         // the ACME directory
+	rootsFile string         // PEM of the directory's TLS certificate (Config.CARootsFile)
+	roots     *x509.CertPool // Pebble's issuing root, the only root clients trust
+	down      atomic.Bool    // when set, every connection to the CA is closed unanswered
+
+	mu     sync.Mutex
+	orders map[string]int // new-order requests per identifier
+}
+
+type pebbleOptions struct {
+	validity uint64            // certificate lifetime in seconds; 0 = Pebble's default
+	eabKeys  map[string]string // key id → base64url HMAC key; non-nil requires EAB
+}
+
+// startCA starts Pebble validating http-01 on httpPort and tls-alpn-01 on
+// tlsPort of the address its DNS server gives (127.0.0.1).
+func startCA(t *testing.T, httpPort, tlsPort int, opt pebbleOptions) *testCA {
+	t.Helper()
+	logger := log.New(io.Discard, "", 0)
+	store := db.NewMemoryStore()
+	issuer := ca.New(logger, store, "", "ecdsa", 0, 1, map[string]ca.Profile{
+		"default": {Description: "test", ValidityPeriod: opt.validity},
+	})
+	validator := va.New(logger, httpPort, tlsPort, false, startDNS(t), store)
+	for id, key := range opt.eabKeys {
+		if err := store.AddExternalAccountKeyByID(id, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	front := wfe.New(logger, store, validator, issuer, []string{"pebble.letsencrypt.org"}, false, opt.eabKeys != nil, 0, 0)
+	c := &testCA{orders: map[string]int{}}
+	h := front.Handler()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c.down.Load() {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
+		if r.Method == http.MethodPost && r.URL.Path == "/order-plz" {
+			c.countOrder(r)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	srv.Config.ErrorLog = logger
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c.dirURL = srv.URL + wfe.DirectoryPath
+	c.rootsFile = filepath.Join(t.TempDir(), "acme-server.pem")
+	if err := os.WriteFile(c.rootsFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.roots = x509.NewCertPool()
+	c.roots.AddCert(issuer.GetRootCert(0).Cert)
+	return c
+}
+
+// countOrder records the identifiers of a new-order request (a JWS whose
+// payload lists them, RFC 8555, section 7.4).
+func (c *testCA) countOrder(r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var jws struct{ Payload string }
+	var order struct{ Identifiers []struct{ Value string } }
+	json.Unmarshal(body, &jws)
+	payload, _ := base64.RawURLEncoding.DecodeString(jws.Payload)
+	json.Unmarshal(payload, &order)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range order.Identifiers {
+		c.orders[id.Value]++
+	}
+}
+
+func (c *testCA) ordersFor(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.orders[name]
+}
+
+// startDNS serves, over TCP as Pebble asks, 127.0.0.1 for every A query and
+// no AAAA records; it returns its address.
+func startDNS(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{Listener: ln, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		for _, q := range r.Question {
+			if q.Qtype == dns.TypeA {
+				m.Answer = append(m.Answer, &dns.A{
+					Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET},
+					A:   net.IPv4(127, 0, 0, 1),
+				})
+			}
+		}
+		w.WriteMsg(m)
+	})}
+	go srv.ActivateAndServe()
+	t.Cleanup(func() { srv.Shutdown() })
+	return ln.Addr().String()
+}
+
+// testEdge is a server like the edge's front: HTTPS (HTTP/1.1 and HTTP/2)
+// and HTTP/3 on one port number, HTTP (ACME http-01) on another.
+type testEdge struct {
+	tlsPort, httpPort int
+	mgr               atomic.Pointer[certs.Manager]
+	refuseALPN        string // a name whose tls-alpn-01 validation is refused
+
+	mu         sync.Mutex
+	alpnHellos map[string]int // tls-alpn-01 validations per name
+	http01     map[string]int // http-01 validations per host
+}
+
+// newTestEdge listens without serving yet: its ports are needed to start
+// the CA, whose directory the Manager needs.
+func newTestEdge(t *testing.T) (*testEdge, net.Listener, net.PacketConn, net.Listener) {
+	t.Helper()
+	e := &testEdge{alpnHellos: map[string]int{}, http01: map[string]int{}}
+	var tcp net.Listener
+	var udp net.PacketConn
+	for range 10 { // the UDP port of the same number may be taken
+		var err error
+		if tcp, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if udp, err = net.ListenPacket("udp", tcp.Addr().String()); err == nil {
+			break
+		}
+		tcp.Close()
+	}
+	if udp == nil {
+		t.Fatal("no TCP and UDP port pair free")
+	}
+	plain, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.tlsPort = tcp.Addr().(*net.TCPAddr).Port
+	e.httpPort = plain.Addr().(*net.TCPAddr).Port
+	return e, tcp, udp, plain
+}
+
+// serve starts serving with m's certificates.
+func (e *testEdge) serve(t *testing.T, m *certs.Manager, tcp net.Listener, udp net.PacketConn, plain net.Listener) {
+	t.Helper()
+	e.use(m)
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s", r.TLS.ServerName, r.Proto)
+	})
+	tlsConf := m.TLSConfig()
+	tlsConf.GetCertificate = e.getCertificate
+	h12 := &http.Server{Handler: upstream, TLSConfig: tlsConf, ErrorLog: log.New(io.Discard, "", 0)}
+	go h12.ServeTLS(tcp, "", "")
+	t.Cleanup(func() { h12.Close() })
+
+	h3 := &http3.Server{Handler: upstream, TLSConfig: http3.ConfigureTLSConfig(&tls.Config{GetCertificate: e.getCertificate})}
+	go h3.Serve(udp)
+	t.Cleanup(func() { h3.Close(); udp.Close() })
+
+	h80 := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/.well-known/acme-challenge/") {
+			host, _, _ := net.SplitHostPort(r.Host)
+			e.mu.Lock()
+			e.http01[host]++
+			e.mu.Unlock()
+		}
+		e.mgr.Load().HTTPHandler(nil).ServeHTTP(w, r)
+	}), ErrorLog: log.New(io.Discard, "", 0)}
+	go h80.Serve(plain)
+	t.Cleanup(func() { h80.Close() })
+}
+
+// use switches the edge to m's certificates.
+func (e *testEdge) use(m *certs.Manager) {
+	m.HTTPHandler(nil) // port 80 is served: http-01 may be used
+	e.mgr.Store(m)
+}
+
+func (e *testEdge) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == "acme-tls/1" {
+		if hello.ServerName == e.refuseALPN {
+			return nil, fmt.Errorf("test: tls-alpn-01 refused for %q", hello.ServerName)
+		}
+		e.mu.Lock()
+		e.alpnHellos[hello.ServerName]++
+		e.mu.Unlock()
+	}
+	return e.mgr.Load().GetCertificate(hello)
+}
+
+func (e *testEdge) counts(name string) (alpn, http01 int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.alpnHellos[name], e.http01[name]
+}
+
+// get fetches https://name/ from the edge over proto ("1.1", "2" or "3")
+// with a new connection, trusting only roots; it returns the body.
+func (e *testEdge) get(t *testing.T, roots *x509.CertPool, name, proto string) (string, *x509.Certificate, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	addr := fmt.Sprintf("127.0.0.1:%d", e.tlsPort)
+	var rt http.RoundTripper
+	switch proto {
+	case "3":
+		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer udp.Close()
+		tr := &http3.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: roots},
+			Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+				ua, err := net.ResolveUDPAddr("udp", addr)
+				if err != nil {
+					return nil, err
+				}
+				return quic.DialEarly(ctx, udp, ua, tlsCfg, cfg)
+			},
+		}
+		defer tr.Close()
+		rt = tr
+	default:
+		tr := &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: roots},
+			DisableKeepAlives: true,
+			Protocols:         new(http.Protocols),
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			},
+		}
+		if proto == "2" {
+			tr.Protocols.SetHTTP2(true)
+		} else {
+			tr.Protocols.SetHTTP1(true)
+		}
+		defer tr.CloseIdleConnections()
+		rt = tr
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://%s:%d/", name, e.tlsPort), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return "", nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", nil, err
+	}
+	return string(body), resp.TLS.PeerCertificates[0], nil
+}
+
+// waitFor polls cond until it holds or the test's patience ends.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ready reports whether m has a valid certificate for name.
+func ready(m *certs.Manager, name string) bool {
+	for _, s := range m.Status() {
+		if s.Name == name {
+			return s.Ready(time.Now())
+		}
+	}
+	return false
+}
