@@ -1,0 +1,373 @@
+package tlsfp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"golang.org/x/crypto/cryptobyte"
+)
+
+// Errors returned by the parsers and recorded by [Conn.Err].
+var (
+	// ErrTruncated reports that the bytes end before the ClientHello does.
+	// It wraps io.ErrUnexpectedEOF.
+	ErrTruncated = fmt.Errorf("tlsfp: truncated ClientHello: %w", io.ErrUnexpectedEOF)
+	// ErrMalformed reports a ClientHello or record whose structure is invalid.
+	ErrMalformed = errors.New("tlsfp: malformed ClientHello")
+	// ErrNotTLS reports that the first byte is not a TLS handshake record
+	// (for example a plain HTTP request sent to the TLS port).
+	ErrNotTLS = errors.New("tlsfp: not a TLS handshake")
+	// ErrTooLarge reports a ClientHello larger than the configured bound.
+	ErrTooLarge = errors.New("tlsfp: ClientHello too large")
+	// ErrTimeout reports that the whole ClientHello did not arrive before the
+	// hello deadline.
+	ErrTimeout = errors.New("tlsfp: ClientHello not received in time")
+)
+
+// Wire constants (RFC 8446 §4, §5.1 and the IANA TLS registries).
+const (
+	recordTypeHandshake     = 0x16
+	recordHeaderLen         = 5
+	maxPlaintext            = 1 << 14
+	handshakeTypeClientHelo = 1
+	handshakeHeaderLen      = 4
+
+	extServerName          uint16 = 0x0000
+	extSupportedGroups     uint16 = 0x000a
+	extSignatureAlgorithms uint16 = 0x000d
+	extALPN                uint16 = 0x0010
+	extPreSharedKey        uint16 = 0x0029
+	extSupportedVersions   uint16 = 0x002b
+	extQUICTransportParams uint16 = 0x0039
+	extECH                 uint16 = 0xfe0d
+)
+
+// IsGREASE reports whether v is one of the reserved GREASE values of RFC 8701
+// (0x0a0a, 0x1a1a, …, 0xfafa), used for cipher suites, extensions, groups,
+// signature algorithms and versions.
+func IsGREASE(v uint16) bool {
+	return v&0x0f0f == 0x0a0a && v>>8 == v&0xff
+}
+
+// Hello is a parsed ClientHello. Lists keep the client's wire order and
+// include GREASE values and duplicates: they are facts about the client, and
+// the fingerprint decides what to ignore. Byte slices alias the parsed input.
+type Hello struct {
+	// Version is legacy_version (the version field of the ClientHello body).
+	Version uint16
+	// SessionID is legacy_session_id.
+	SessionID []byte
+	// CipherSuites lists cipher_suites.
+	CipherSuites []uint16
+	// CompressionMethods lists legacy_compression_methods.
+	CompressionMethods []byte
+	// Extensions lists the extension types.
+	Extensions []uint16
+
+	// ServerName is the first host_name of server_name (0x0000); empty if
+	// there is none or the extension is malformed.
+	ServerName string
+	// ALPN lists the protocols of application_layer_protocol_negotiation
+	// (0x0010); nil if absent or malformed.
+	ALPN []string
+	// SupportedVersions lists supported_versions (0x002b); nil if absent.
+	SupportedVersions []uint16
+	// SignatureAlgorithms lists signature_algorithms (0x000d); nil if absent.
+	SignatureAlgorithms []uint16
+	// SupportedGroups lists supported_groups (0x000a); nil if absent.
+	SupportedGroups []uint16
+
+	// Len is the length of the handshake message, header included.
+	Len int
+}
+
+// has reports whether the hello carries an extension of type t.
+func (h *Hello) has(t uint16) bool {
+	for _, e := range h.Extensions {
+		if e == t {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseHandshake parses one ClientHello handshake message: type 1, a 24-bit
+// length and the body (RFC 8446 §4). msg must hold exactly that message.
+// A strict prefix of a message returns ErrTruncated.
+func ParseHandshake(msg []byte) (*Hello, error) {
+	s := cryptobyte.String(msg)
+	var typ uint8
+	var length uint32
+	if !s.ReadUint8(&typ) || !s.ReadUint24(&length) {
+		if len(msg) > 0 && msg[0] != handshakeTypeClientHelo {
+			return nil, fmt.Errorf("%w: handshake type %d", ErrMalformed, msg[0])
+		}
+		return nil, ErrTruncated
+	}
+	if typ != handshakeTypeClientHelo {
+		return nil, fmt.Errorf("%w: handshake type %d", ErrMalformed, typ)
+	}
+	switch {
+	case len(s) < int(length):
+		return nil, ErrTruncated
+	case len(s) > int(length):
+		return nil, fmt.Errorf("%w: %d bytes after the message", ErrMalformed, len(s)-int(length))
+	}
+	h := &Hello{Len: len(msg)}
+	if err := h.unmarshalBody(s); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// unmarshalBody parses the ClientHello body (RFC 8446 §4.1.2). The body is
+// complete, so every shortfall inside it is ErrMalformed.
+func (h *Hello) unmarshalBody(s cryptobyte.String) error {
+	var sessionID, ciphers, compression cryptobyte.String
+	if !s.ReadUint16(&h.Version) ||
+		!s.Skip(32) || // random
+		!s.ReadUint8LengthPrefixed(&sessionID) ||
+		!s.ReadUint16LengthPrefixed(&ciphers) ||
+		!s.ReadUint8LengthPrefixed(&compression) {
+		return ErrMalformed
+	}
+	if len(ciphers)%2 != 0 {
+		return fmt.Errorf("%w: odd cipher_suites length", ErrMalformed)
+	}
+	h.SessionID = sessionID
+	h.CompressionMethods = compression
+	var exts cryptobyte.String
+	if !s.Empty() {
+		// TLS 1.2 and earlier may omit the extensions (RFC 5246 §7.4.1.2).
+		if !s.ReadUint16LengthPrefixed(&exts) || !s.Empty() {
+			return fmt.Errorf("%w: extensions block", ErrMalformed)
+		}
+	}
+	// All 16-bit lists share one array, which the cipher suites and the
+	// extensions block cannot outgrow; strings are substrings of one copy
+	// of the extensions block.
+	d := &decoder{u16: make([]uint16, 0, (len(ciphers)+len(exts))/2), block: exts, str: string(exts)}
+	h.CipherSuites = d.uint16s(ciphers)
+	// One pass records the types; the bodies the fingerprint reads are
+	// decoded afterwards so that the types stay contiguous.
+	var known [5]cryptobyte.String // by knownIndex; the first occurrence wins
+	var seen [5]bool
+	start := len(d.u16)
+	for !exts.Empty() {
+		var typ uint16
+		var data cryptobyte.String
+		if !exts.ReadUint16(&typ) || !exts.ReadUint16LengthPrefixed(&data) {
+			return fmt.Errorf("%w: extension %d", ErrMalformed, len(d.u16)-start)
+		}
+		d.u16 = append(d.u16, typ)
+		if i := knownIndex(typ); i >= 0 && !seen[i] {
+			known[i], seen[i] = data, true
+		}
+	}
+	h.Extensions = d.u16[start:len(d.u16):len(d.u16)]
+	for i, typ := range [...]uint16{extServerName, extALPN, extSupportedVersions, extSignatureAlgorithms, extSupportedGroups} {
+		if seen[i] {
+			h.unmarshalExtension(d, typ, known[i])
+		}
+	}
+	return nil
+}
+
+// knownIndex numbers the extensions that unmarshalExtension reads.
+func knownIndex(typ uint16) int {
+	switch typ {
+	case extServerName:
+		return 0
+	case extALPN:
+		return 1
+	case extSupportedVersions:
+		return 2
+	case extSignatureAlgorithms:
+		return 3
+	case extSupportedGroups:
+		return 4
+	}
+	return -1
+}
+
+// decoder holds the shared storage of one hello's lists.
+type decoder struct {
+	u16   []uint16
+	block cryptobyte.String // the extensions block
+	str   string            // its copy
+}
+
+// uint16s reads a list of 16-bit values into the shared array; a trailing
+// odd byte is dropped. The result is never nil.
+func (d *decoder) uint16s(s cryptobyte.String) []uint16 {
+	start := len(d.u16)
+	for ; len(s) >= 2; s = s[2:] {
+		d.u16 = append(d.u16, uint16(s[0])<<8|uint16(s[1]))
+	}
+	return d.u16[start:len(d.u16):len(d.u16)]
+}
+
+// string returns s, which cryptobyte read from within the extensions block,
+// as a substring of the block's copy. Both share the input's array, which
+// ends where both capacities end, so the capacities give the offset.
+func (d *decoder) string(s cryptobyte.String) string {
+	off := cap(d.block) - cap(s)
+	return d.str[off : off+len(s)]
+}
+
+// unmarshalExtension records an extension the fingerprint reads. A
+// malformed extension body is an oddity of the client, not a reason to drop
+// the fingerprint: the field stays empty.
+func (h *Hello) unmarshalExtension(d *decoder, typ uint16, data cryptobyte.String) {
+	switch typ {
+	case extServerName: // RFC 6066 §3
+		var list cryptobyte.String
+		if h.ServerName != "" || !data.ReadUint16LengthPrefixed(&list) {
+			return
+		}
+		for !list.Empty() {
+			var nameType uint8
+			var name cryptobyte.String
+			if !list.ReadUint8(&nameType) || !list.ReadUint16LengthPrefixed(&name) {
+				return
+			}
+			if nameType == 0 { // host_name
+				h.ServerName = d.string(name)
+				return
+			}
+		}
+	case extALPN: // RFC 7301 §3.1
+		var list cryptobyte.String
+		if h.ALPN != nil || !data.ReadUint16LengthPrefixed(&list) {
+			return
+		}
+		protos := make([]string, 0, 4)
+		for !list.Empty() {
+			var proto cryptobyte.String
+			if !list.ReadUint8LengthPrefixed(&proto) {
+				return
+			}
+			protos = append(protos, d.string(proto))
+		}
+		h.ALPN = protos
+	case extSupportedVersions: // RFC 8446 §4.2.1
+		var list cryptobyte.String
+		if h.SupportedVersions == nil && data.ReadUint8LengthPrefixed(&list) {
+			h.SupportedVersions = d.uint16s(list)
+		}
+	case extSignatureAlgorithms: // RFC 8446 §4.2.3
+		var list cryptobyte.String
+		if h.SignatureAlgorithms == nil && data.ReadUint16LengthPrefixed(&list) {
+			h.SignatureAlgorithms = d.uint16s(list)
+		}
+	case extSupportedGroups: // RFC 8446 §4.2.7
+		var list cryptobyte.String
+		if h.SupportedGroups == nil && data.ReadUint16LengthPrefixed(&list) {
+			h.SupportedGroups = d.uint16s(list)
+		}
+	}
+}
+
+// ParseRecords parses a ClientHello from TLS records (RFC 8446 §5.1) as they
+// arrive on a TCP connection: one or more handshake records whose fragments
+// together hold the hello. Bytes after the hello are ignored. A strict prefix
+// returns ErrTruncated; a first byte that is not a handshake record returns
+// ErrNotTLS.
+func ParseRecords(b []byte) (*Hello, error) {
+	var a assembler
+	end, err := a.scan(b, handshakeHeaderLen+1<<24)
+	switch {
+	case err != nil:
+		return nil, err
+	case end == 0:
+		return nil, ErrTruncated
+	}
+	return ParseHandshake(a.message(b[:end]))
+}
+
+// assembler follows the record layer incrementally, so that bytes arriving
+// one at a time are each looked at once. It finds where the records holding
+// the ClientHello end without copying them.
+type assembler struct {
+	off     int     // where the next record header starts
+	recEnd  int     // end of the current record's fragment; 0 between records
+	have    int     // handshake bytes seen so far
+	hdr     [4]byte // the handshake header, possibly split across records
+	msgLen  int     // handshake message length including its header; 0 until known
+	records int     // records seen
+}
+
+// scan continues over b (which extends the b of earlier calls) and returns
+// the end of the last record holding the hello, or 0 if more bytes are
+// needed. max bounds the handshake message, header included.
+func (a *assembler) scan(b []byte, max int) (int, error) {
+	for {
+		if a.recEnd == 0 {
+			if len(b) > a.off && b[a.off] != recordTypeHandshake {
+				if a.records == 0 {
+					return 0, ErrNotTLS
+				}
+				return 0, fmt.Errorf("%w: record type %d inside the hello", ErrMalformed, b[a.off])
+			}
+			if len(b)-a.off < recordHeaderLen {
+				return 0, nil
+			}
+			n := int(b[a.off+3])<<8 | int(b[a.off+4])
+			if n > maxPlaintext {
+				return 0, fmt.Errorf("%w: record of %d bytes", ErrMalformed, n)
+			}
+			a.off += recordHeaderLen
+			a.recEnd = a.off + n
+			a.records++
+		}
+		// Consume the fragment bytes available in this record.
+		avail := min(len(b), a.recEnd) - a.off
+		for avail > 0 && a.have < handshakeHeaderLen {
+			a.hdr[a.have] = b[a.off]
+			a.have++
+			a.off++
+			avail--
+			if a.have == handshakeHeaderLen {
+				if a.hdr[0] != handshakeTypeClientHelo {
+					return 0, fmt.Errorf("%w: handshake type %d", ErrMalformed, a.hdr[0])
+				}
+				a.msgLen = handshakeHeaderLen + (int(a.hdr[1])<<16 | int(a.hdr[2])<<8 | int(a.hdr[3]))
+				if a.msgLen > max {
+					return 0, fmt.Errorf("%w: %d bytes", ErrTooLarge, a.msgLen)
+				}
+			}
+		}
+		if a.msgLen > 0 {
+			take := min(avail, a.msgLen-a.have)
+			a.have += take
+			a.off += take
+			if a.have == a.msgLen {
+				return a.recEnd, nil
+			}
+		} else {
+			a.off += avail
+		}
+		if a.off < a.recEnd {
+			return 0, nil // the record continues in bytes not yet read
+		}
+		a.recEnd = 0
+	}
+}
+
+// message returns the handshake message held by the records in b, which
+// scan found complete. A message within one record is returned in place;
+// otherwise the fragments are copied together.
+func (a *assembler) message(b []byte) []byte {
+	if a.records == 1 {
+		return b[recordHeaderLen : recordHeaderLen+a.msgLen]
+	}
+	msg := make([]byte, 0, a.msgLen)
+	for s := cryptobyte.String(b); len(msg) < a.msgLen; {
+		var frag cryptobyte.String
+		s.Skip(3)
+		s.ReadUint16LengthPrefixed(&frag)
+		msg = append(msg, frag[:min(len(frag), a.msgLen-len(msg))]...)
+	}
+	return msg
+}

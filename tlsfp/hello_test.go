@@ -1,0 +1,471 @@
+package tlsfp
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+
+	"golang.org/x/crypto/cryptobyte"
+)
+
+// ext is one extension of a synthetic hello.
+type ext struct {
+	typ  uint16
+	data []byte
+}
+
+// spec describes a synthetic ClientHello.
+type spec struct {
+	version uint16
+	ciphers []uint16
+	exts    []ext
+	noExts  bool // omit the extensions block (TLS 1.2 and earlier)
+}
+
+// build marshals s as a ClientHello handshake message.
+func (s spec) build() []byte {
+	var b cryptobyte.Builder
+	b.AddUint8(handshakeTypeClientHelo)
+	b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
+		b.AddUint16(s.version)
+		b.AddBytes(make([]byte, 32))
+		b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) {})
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			for _, c := range s.ciphers {
+				b.AddUint16(c)
+			}
+		})
+		b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddUint8(0) })
+		if s.noExts {
+			return
+		}
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			for _, e := range s.exts {
+				b.AddUint16(e.typ)
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(e.data) })
+			}
+		})
+	})
+	return b.BytesOrPanic()
+}
+
+func sni(name string) ext {
+	var b cryptobyte.Builder
+	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+		b.AddUint8(0)
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(name)) })
+	})
+	return ext{extServerName, b.BytesOrPanic()}
+}
+
+func alpn(protos ...string) ext {
+	var b cryptobyte.Builder
+	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+		for _, p := range protos {
+			b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(p)) })
+		}
+	})
+	return ext{extALPN, b.BytesOrPanic()}
+}
+
+func versions(vs ...uint16) ext {
+	var b cryptobyte.Builder
+	b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) {
+		for _, v := range vs {
+			b.AddUint16(v)
+		}
+	})
+	return ext{extSupportedVersions, b.BytesOrPanic()}
+}
+
+func sigalgs(vs ...uint16) ext {
+	var b cryptobyte.Builder
+	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+		for _, v := range vs {
+			b.AddUint16(v)
+		}
+	})
+	return ext{extSignatureAlgorithms, b.BytesOrPanic()}
+}
+
+// records wraps msg in handshake records whose fragments have the given
+// sizes; the last size repeats until msg is used up.
+func records(msg []byte, sizes ...int) []byte {
+	var out []byte
+	for i := 0; len(msg) > 0; i++ {
+		n := min(sizes[min(i, len(sizes)-1)], len(msg))
+		out = append(out, recordTypeHandshake, 3, 1, byte(n>>8), byte(n))
+		out = append(out, msg[:n]...)
+		msg = msg[n:]
+	}
+	return out
+}
+
+func seq(from, n int) []uint16 {
+	out := make([]uint16, n)
+	for i := range out {
+		out[i] = uint16(from + i)
+	}
+	return out
+}
+
+func TestFingerprintSynthetic(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                   string
+		spec                   spec
+		quic                   bool
+		ja4, ja4r, ja4o, ja4ro string
+		version                string
+	}{
+		{
+			name: "no ciphers, no extensions",
+			spec: spec{version: 0x0303, noExts: true},
+			ja4:  "t12i000000_000000000000_000000000000", ja4r: "t12i000000__",
+			ja4o: "t12i000000_000000000000_000000000000", ja4ro: "t12i000000__",
+			version: "1.2",
+		},
+		{
+			name: "empty extensions block",
+			spec: spec{version: 0x0303, ciphers: []uint16{0x1301}},
+			ja4:  "t12i010000_0f2cb44170f4_000000000000", ja4r: "t12i010000_1301_",
+			ja4o: "t12i010000_0f2cb44170f4_000000000000", ja4ro: "t12i010000_1301_",
+			version: "1.2",
+		},
+		{
+			name: "TLS 1.0",
+			spec: spec{version: 0x0301, ciphers: []uint16{0x1301}, noExts: true},
+			ja4:  "t10i010000_0f2cb44170f4_000000000000", ja4r: "t10i010000_1301_",
+			version: "1.0",
+		},
+		{
+			name: "SSLv3",
+			spec: spec{version: 0x0300, ciphers: []uint16{0x1301}, noExts: true},
+			ja4:  "ts3i010000_0f2cb44170f4_000000000000", ja4r: "ts3i010000_1301_",
+			version: "ssl3",
+		},
+		{
+			name: "unknown version",
+			spec: spec{version: 0x7f1c, ciphers: []uint16{0x1301}, noExts: true},
+			ja4:  "t00i010000_0f2cb44170f4_000000000000",
+		},
+		{
+			name: "more than 99 ciphers",
+			spec: spec{version: 0x0303, ciphers: seq(1, 120), noExts: true},
+			ja4:  "t12i990000_0f8860b09f90_000000000000",
+		},
+		{
+			name: "only GREASE",
+			spec: spec{
+				version: 0x0303,
+				ciphers: []uint16{0x0a0a, 0x1a1a},
+				exts:    []ext{{typ: 0x2a2a}, {typ: 0xfafa, data: []byte{0}}},
+			},
+			ja4: "t12i000000_000000000000_000000000000", ja4r: "t12i000000__",
+			ja4o: "t12i000000_000000000000_000000000000", ja4ro: "t12i000000__",
+		},
+		{
+			name: "GREASE ignored everywhere",
+			spec: spec{
+				version: 0x0303,
+				ciphers: []uint16{0x3a3a, 0xc02f, 0x1301},
+				exts: []ext{
+					{typ: 0x4a4a}, versions(0x5a5a, 0x0304, 0x0303),
+					sigalgs(0x6a6a, 0x0403), {typ: extSupportedGroups, data: []byte{0, 2, 0x7a, 0x7a}},
+				},
+			},
+			ja4:     "t13i0203" + "00_c1929292aa6b_9a0586ea5dd0",
+			ja4r:    "t13i020300_1301,c02f_000a,000d,002b_0403",
+			ja4ro:   "t13i020300_c02f,1301_002b,000d,000a_0403",
+			version: "1.3",
+		},
+		{
+			name: "supported_versions of GREASE only",
+			spec: spec{version: 0x0303, ciphers: []uint16{0x1301}, exts: []ext{versions(0x0a0a)}},
+			ja4:  "t12i010100_0f2cb44170f4_b9a491fefe05",
+		},
+		{
+			name: "SNI and ALPN only: sorted list empty, wire list hashed",
+			spec: spec{version: 0x0303, ciphers: []uint16{0x1301}, exts: []ext{sni("a.example"), alpn("h2")}},
+			ja4:  "t12d0102h2_0f2cb44170f4_000000000000", ja4r: "t12d0102h2_1301_",
+			ja4ro: "t12d0102h2_1301_0000,0010",
+		},
+		{
+			name: "QUIC",
+			spec: spec{
+				version: 0x0303, ciphers: []uint16{0x1301},
+				exts: []ext{sni("a.example"), alpn("h3"), versions(0x0304), sigalgs(0x0403)},
+			},
+			quic:  true,
+			ja4:   "q13d0104h3_0f2cb44170f4_3953dc75acc4",
+			ja4ro: "q13d0104h3_1301_0000,0010,002b,000d_0403",
+			ja4o:  "q13d0104h3_0f2cb44170f4_aa4cf9a49251",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, err := ParseHandshake(tt.spec.build())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fp := h.Fingerprint(tt.quic)
+			for _, c := range []struct{ field, got, want string }{
+				{"ja4", fp.JA4, tt.ja4}, {"ja4_r", fp.JA4R, tt.ja4r},
+				{"ja4_o", fp.JA4O, tt.ja4o}, {"ja4_ro", fp.JA4RO, tt.ja4ro},
+				{"tls_version", fp.TLSVersion, tt.version},
+			} {
+				if c.want != "" && c.got != c.want {
+					t.Errorf("%s:\n got %s\nwant %s", c.field, c.got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestALPN covers the ALPN rules of the JA4 specification: first and last
+// characters, the hex rule for non-alphanumeric values, one character
+// repeated, "00" when there is none.
+func TestALPN(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		ext  *ext
+		want string
+		alpn string
+	}{
+		{"h2", new(alpn("h2", "http/1.1")), "h2", "h2"},
+		{"http/1.1", new(alpn("http/1.1")), "h1", "http/1.1"},
+		{"one character", new(alpn("h")), "hh", "h"},
+		{"one non-alphanumeric byte", new(alpn("\xab")), "ab", "\xab"},
+		{"two non-alphanumeric bytes", new(alpn("\xab\xcd")), "ad", "\xab\xcd"},
+		{"non-alphanumeric last", new(alpn("0\xab")), "3b", "0\xab"},
+		{"non-alphanumeric first", new(alpn("\xab0")), "a0", "\xab0"},
+		{"long with non-alphanumeric last", new(alpn("0\x12\x34\x56\x78\xab")), "3b", "0\x12\x34\x56\x78\xab"},
+		{"digits", new(alpn("0123")), "03", "0123"},
+		{"punctuation", new(alpn("h2/")), "6f", "h2/"},
+		{"empty list", new(alpn()), "00", ""},
+		{"empty value", new(alpn("")), "00", ""},
+		{"malformed", &ext{extALPN, []byte{0, 9, 2}}, "00", ""},
+		{"absent", nil, "00", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := spec{version: 0x0303, ciphers: []uint16{0x1301}, exts: []ext{{typ: extSupportedGroups}}}
+			if tt.ext != nil {
+				s.exts = append(s.exts, *tt.ext)
+			}
+			h, err := ParseHandshake(s.build())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fp := h.Fingerprint(false)
+			if got := fp.JA4[8:10]; got != tt.want {
+				t.Errorf("ALPN part = %q, want %q (JA4 %s)", got, tt.want, fp.JA4)
+			}
+			if fp.ALPN != tt.alpn {
+				t.Errorf("ALPN = %q, want %q", fp.ALPN, tt.alpn)
+			}
+		})
+	}
+}
+
+func TestFingerprintFacts(t *testing.T) {
+	t.Parallel()
+	msg := spec{
+		version: 0x0303,
+		ciphers: []uint16{0x0a0a, 0x1301, 0x1302},
+		exts: []ext{
+			{typ: 0x1a1a}, sni("www.example.org"), alpn("h2", "http/1.1"), versions(0x0304, 0x0303),
+			{typ: extECH, data: []byte{1}}, {typ: extPreSharedKey, data: []byte{0}},
+		},
+	}.build()
+	h, err := ParseHandshake(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := h.Fingerprint(false)
+	want := Fingerprint{
+		TLSVersion: "1.3", SNI: "www.example.org", ALPN: "h2",
+		Resumption: true, ECH: true, GREASE: true, Ciphers: 2, Extensions: 5,
+	}
+	got := *fp
+	got.JA4, got.JA4R, got.JA4O, got.JA4RO = "", "", "", ""
+	if got != want {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if h.Len != len(msg) || !bytes.Equal(h.CompressionMethods, []byte{0}) || len(h.ALPN) != 2 {
+		t.Errorf("hello = %+v", h)
+	}
+}
+
+// TestRecordSplits feeds hellos split over several records, including
+// records of one byte, which split even the handshake header.
+func TestRecordSplits(t *testing.T) {
+	t.Parallel()
+	vs := loadVectors(t)
+	v := vs[0]
+	want, err := ParseHandshake(v.handshake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		sizes []int
+	}{
+		{"one record", []int{1 << 14}},
+		{"two records", []int{100, 1 << 14}},
+		{"split handshake header", []int{2, 1 << 14}},
+		{"one-byte records", []int{1}},
+		{"uneven", []int{3, 1, 700, 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := records(v.handshake, tt.sizes...)
+			h, err := ParseRecords(append(rec, 0x14, 3, 3, 0, 1, 1)) // plus a trailing record
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := h.Fingerprint(false).JA4RO, want.Fingerprint(false).JA4RO; got != want {
+				t.Errorf("JA4_ro = %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestPrefixesTruncated checks that every strict prefix of every vector
+// returns ErrTruncated from both parsers.
+func TestPrefixesTruncated(t *testing.T) {
+	t.Parallel()
+	for _, v := range loadVectors(t) {
+		t.Run(v.name(), func(t *testing.T) {
+			t.Parallel()
+			for n := range len(v.handshake) {
+				if _, err := ParseHandshake(v.handshake[:n]); !errors.Is(err, ErrTruncated) || !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Fatalf("ParseHandshake(%d of %d bytes) = %v, want ErrTruncated", n, len(v.handshake), err)
+				}
+			}
+			for n := range len(v.records) {
+				if _, err := ParseRecords(v.records[:n]); !errors.Is(err, ErrTruncated) {
+					t.Fatalf("ParseRecords(%d of %d bytes) = %v, want ErrTruncated", n, len(v.records), err)
+				}
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	good := spec{version: 0x0303, ciphers: []uint16{0x1301}, exts: []ext{sni("a.example")}}.build()
+	body := func(f func(b *cryptobyte.Builder)) []byte {
+		var b cryptobyte.Builder
+		b.AddUint8(1)
+		b.AddUint24LengthPrefixed(f)
+		return b.BytesOrPanic()
+	}
+	header := func(b *cryptobyte.Builder) {
+		b.AddUint16(0x0303)
+		b.AddBytes(make([]byte, 32))
+		b.AddUint8(0)
+	}
+	tests := []struct {
+		name    string
+		records bool
+		in      []byte
+		want    error
+	}{
+		{"empty", false, nil, ErrTruncated},
+		{"server hello", false, append([]byte{2}, good[1:]...), ErrMalformed},
+		{"trailing byte", false, append(good[:len(good):len(good)], 0), ErrMalformed},
+		{"odd cipher list", false, body(func(b *cryptobyte.Builder) {
+			header(b)
+			b.AddUint16(3)
+			b.AddBytes([]byte{0x13, 0x01, 0x13, 1, 0})
+		}), ErrMalformed},
+		{"cipher list overruns body", false, body(func(b *cryptobyte.Builder) {
+			header(b)
+			b.AddUint16(0xfffe)
+		}), ErrMalformed},
+		{"huge extensions length", false, body(func(b *cryptobyte.Builder) {
+			header(b)
+			b.AddUint16(0)
+			b.AddUint8(0)
+			b.AddUint16(0xffff)
+		}), ErrMalformed},
+		{"extension overruns block", false, body(func(b *cryptobyte.Builder) {
+			header(b)
+			b.AddUint16(0)
+			b.AddUint8(0)
+			b.AddUint16(4)
+			b.AddBytes([]byte{0, 0, 0, 9})
+		}), ErrMalformed},
+		{"bytes after extensions", false, body(func(b *cryptobyte.Builder) {
+			header(b)
+			b.AddUint16(0)
+			b.AddUint8(0)
+			b.AddUint16(0)
+			b.AddUint8(7)
+		}), ErrMalformed},
+		{"no random", false, body(func(b *cryptobyte.Builder) { b.AddUint16(0x0303) }), ErrMalformed},
+		{"plain HTTP", true, []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ErrNotTLS},
+		{"SSLv2 hello", true, []byte{0x80, 0x2e, 0x01, 0x00, 0x02}, ErrNotTLS},
+		{"alert record", true, []byte{0x15, 3, 1, 0, 2, 2, 40}, ErrNotTLS},
+		{"record too long", true, []byte{0x16, 3, 1, 0x40, 0x01}, ErrMalformed},
+		{"alert inside hello", true, append(records(good[:10], 1<<14), 0x15, 3, 3, 0, 2, 2, 40), ErrMalformed},
+		{"finished, not hello", true, records(append([]byte{20}, good[1:]...), 1<<14), ErrMalformed},
+		{"huge length", true, []byte{0x16, 3, 1, 0, 4, 1, 0xff, 0xff, 0xff}, ErrTruncated},
+		{"malformed body in records", true, records(body(func(b *cryptobyte.Builder) { b.AddUint16(0x0303) }), 1<<14), ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			parse := ParseHandshake
+			if tt.records {
+				parse = ParseRecords
+			}
+			h, err := parse(tt.in)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if h != nil {
+				t.Errorf("hello %+v with error", h)
+			}
+		})
+	}
+}
+
+// TestLenientExtensions checks that malformed extension bodies are recorded
+// as empty fields, not rejected.
+func TestLenientExtensions(t *testing.T) {
+	t.Parallel()
+	msg := spec{version: 0x0303, ciphers: []uint16{0x1301}, exts: []ext{
+		{extServerName, []byte{0, 5, 0}}, {extSupportedVersions, []byte{9}}, {extSignatureAlgorithms, nil},
+	}}.build()
+	h, err := ParseHandshake(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := h.Fingerprint(false)
+	if fp.JA4[:10] != "t12d010300" || fp.SNI != "" || h.SupportedVersions != nil {
+		t.Errorf("JA4 %s, SNI %q, versions %v", fp.JA4, fp.SNI, h.SupportedVersions)
+	}
+}
+
+func TestIsGREASE(t *testing.T) {
+	t.Parallel()
+	n := 0
+	for v := range 1 << 16 {
+		if IsGREASE(uint16(v)) {
+			n++
+			if v&0xff != v>>8 || v&0x0f != 0x0a {
+				t.Errorf("IsGREASE(%#04x)", v)
+			}
+		}
+	}
+	if n != 16 {
+		t.Errorf("%d GREASE values, want 16", n)
+	}
+}
