@@ -203,20 +203,25 @@ func decodeRoot(name string, data []byte) (*yaml.Node, error) {
 
 var yamlLine = regexp.MustCompile(`^yaml: (?:unmarshal errors:\n\s*)?line (\d+): (.*)`)
 
-// yamlErrorAt rewrites yaml's "yaml: line N: msg" as "name:N: msg". Some
-// of yaml's errors carry no line; for those, when data is given, the line is
-// found by bisecting for the shortest prefix of lines that fails the same way.
+// yamlErrorAt rewrites yaml's "yaml: line N: msg" as "name:N: msg". yaml's
+// syntax errors name the line of the enclosing construct, or none; when data
+// is given, the line is found by bisecting for the shortest prefix of lines
+// that fails the same way.
 func yamlErrorAt(name string, err error, data []byte) string {
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		return name + ":" + m[1] + ": " + m[2]
-	}
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := ""
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, msg = m[1], m[2]
+	}
 	if data != nil {
-		if line := failingLine(data, err.Error()); line > 0 {
-			return name + ":" + strconv.Itoa(line) + ": " + msg
+		if n := failingLine(data, msg); n > 0 {
+			line = strconv.Itoa(n)
 		}
 	}
-	return name + ": " + msg
+	if line == "" {
+		return name + ": " + msg
+	}
+	return name + ":" + line + ": " + msg
 }
 
 // failingLine returns the first line at which a prefix of data fails to
@@ -226,7 +231,14 @@ func failingLine(data []byte, msg string) int {
 	fails := func(n int) bool {
 		var v yaml.Node
 		err := yaml.Unmarshal([]byte(strings.Join(lines[:n], "")), &v)
-		return err != nil && err.Error() == msg
+		if err == nil {
+			return false
+		}
+		m := strings.TrimPrefix(err.Error(), "yaml: ")
+		if sub := yamlLine.FindStringSubmatch(err.Error()); sub != nil {
+			m = sub[2]
+		}
+		return m == msg
 	}
 	lo, hi := 1, len(lines)
 	if !fails(hi) {
