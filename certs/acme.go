@@ -250,13 +250,16 @@ func (a *acmeSource) status() []NameStatus {
 }
 
 // renewAt returns when leaf should be renewed: RenewBefore ahead of its
-// expiry, or by default a third of its lifetime, at most 30 days.
+// expiry, or by default a third of its lifetime, at most 30 days; never
+// before half its lifetime, so that a CA issuing shorter certificates than
+// RenewBefore does not get an order right after each issuance.
 func (a *acmeSource) renewAt(leaf *x509.Certificate) time.Time {
+	life := leaf.NotAfter.Sub(leaf.NotBefore)
 	before := a.cfg.RenewBefore
 	if before == 0 {
-		before = min(leaf.NotAfter.Sub(leaf.NotBefore)/3, maxDefaultRenewal)
+		before = min(life/3, maxDefaultRenewal)
 	}
-	return leaf.NotAfter.Add(-before)
+	return leaf.NotAfter.Add(-min(before, life/2))
 }
 
 func (a *acmeSource) backoff(failures int) time.Duration {

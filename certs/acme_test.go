@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/acme"
+	"golang.org/x/crypto/acme/autocert"
+
 	"github.com/maatproxy/maat/certs"
 )
 
@@ -48,16 +51,18 @@ func TestACMEPebble(t *testing.T) {
 		alpnName  = "alpn.maat.test"
 		httpName  = "http.maat.test"
 		otherName = "other.maat.test"
+		badName   = "bad.maat.test" // configured, but no challenge succeeds
 	)
 	edge, tcp, udp, plain := newTestEdge(t)
-	edge.refuseALPN = httpName // so that this name needs http-01
+	edge.refuseALPN[httpName] = true // so that this name needs http-01
+	edge.refuseALPN[badName], edge.refuseHTTP[badName] = true, true
 	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{})
 	cacheDir := t.TempDir()
 	var events eventLog
 	cfg := certs.Config{
 		Mode:         certs.ModeACME,
 		CacheDir:     cacheDir,
-		Hosts:        []string{alpnName, httpName},
+		Hosts:        []string{alpnName, httpName, badName},
 		Email:        "ops@maat.test",
 		DirectoryURL: pebble.dirURL,
 		CARootsFile:  pebble.rootsFile,
@@ -86,6 +91,20 @@ func TestACMEPebble(t *testing.T) {
 			if n := events.count(certs.EventObtained, name); n != 1 {
 				t.Errorf("%s: %d obtained events, want 1", name, n)
 			}
+		}
+	})
+
+	t.Run("a failing name does not block others", func(t *testing.T) {
+		waitFor(t, "the failure in Status", func() bool { return events.count(certs.EventFailed, badName) > 0 })
+		for _, s := range m.Status() {
+			if s.Name == badName && (s.Ready(time.Now()) || s.LastError == "" || s.NextRetry.IsZero()) {
+				t.Errorf("status of %s = %+v, want an error and a retry time", badName, s)
+			}
+		}
+		_, err := m.GetCertificate(&tls.ClientHelloInfo{ServerName: badName})
+		var acmeErr *acme.AuthorizationError
+		if !errors.Is(err, certs.ErrNoCertificate) || !errors.As(err, &acmeErr) {
+			t.Errorf("GetCertificate(%s) = %v, want ErrNoCertificate wrapping the CA's AuthorizationError", badName, err)
 		}
 	})
 
@@ -279,7 +298,8 @@ func TestACMECADown(t *testing.T) {
 }
 
 // TestACMEOnDemand: without Run, the first handshake for a configured name
-// orders its certificate and waits for it.
+// orders its certificate and waits for it; the CA requires External Account
+// Binding; autocert reads the cache.
 func TestACMEOnDemand(t *testing.T) {
 	t.Parallel()
 	const name = "demand.maat.test"
@@ -291,9 +311,10 @@ func TestACMEOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cacheDir := t.TempDir()
 	m, err := certs.New(certs.Config{
 		Mode:         certs.ModeACME,
-		CacheDir:     t.TempDir(),
+		CacheDir:     cacheDir,
 		Hosts:        []string{name},
 		DirectoryURL: pebble.dirURL,
 		CARootsFile:  pebble.rootsFile,
@@ -313,5 +334,92 @@ func TestACMEOnDemand(t *testing.T) {
 	}
 	if n := pebble.ordersFor(name); n != 1 {
 		t.Errorf("%d orders, want 1", n)
+	}
+
+	// autocert reads the cache as its own, without contacting a CA.
+	ac := &autocert.Manager{
+		Cache:      autocert.DirCache(cacheDir),
+		HostPolicy: autocert.HostWhitelist(name),
+		Client:     &acme.Client{DirectoryURL: "https://127.0.0.1:1/dir"},
+	}
+	c, err := ac.GetCertificate(&tls.ClientHelloInfo{
+		ServerName:       name,
+		CipherSuites:     []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
+		SignatureSchemes: []tls.SignatureScheme{tls.ECDSAWithP256AndSHA256},
+		SupportedCurves:  []tls.CurveID{tls.CurveP256},
+	})
+	if mine, _ := m.GetCertificate(&tls.ClientHelloInfo{ServerName: name}); err != nil || !c.Leaf.Equal(mine.Leaf) {
+		t.Errorf("autocert with our cache: %v, want our certificate", err)
+	}
+
+	// Without the binding the CA refuses the account, and says so.
+	noEAB, err := certs.New(certs.Config{
+		Mode:         certs.ModeACME,
+		CacheDir:     t.TempDir(),
+		Hosts:        []string{"no-eab.maat.test"},
+		DirectoryURL: pebble.dirURL,
+		CARootsFile:  pebble.rootsFile,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = noEAB.GetCertificate(&tls.ClientHelloInfo{ServerName: "no-eab.maat.test"})
+	var acmeErr *acme.Error
+	if !errors.Is(err, certs.ErrNoCertificate) || !errors.As(err, &acmeErr) || acmeErr.ProblemType != "urn:ietf:params:acme:error:externalAccountRequired" {
+		t.Errorf("GetCertificate without EAB = %v, want ErrNoCertificate wrapping externalAccountRequired", err)
+	}
+}
+
+// TestACMERenewal: Run renews ahead of expiry; a renewal that fails keeps the
+// current certificate, shows in Status, and is retried until it succeeds.
+func TestACMERenewal(t *testing.T) {
+	t.Parallel()
+	const name = "renew.maat.test"
+	edge, tcp, udp, plain := newTestEdge(t)
+	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{validity: 12})
+	var events eventLog
+	m, err := certs.New(certs.Config{
+		Mode:         certs.ModeACME,
+		CacheDir:     t.TempDir(),
+		Hosts:        []string{name},
+		DirectoryURL: pebble.dirURL,
+		CARootsFile:  pebble.rootsFile,
+		RenewBefore:  6 * time.Second, // half the lifetime at most: renewal 5.5 s after issuance
+		RetryMin:     100 * time.Millisecond,
+		RetryMax:     200 * time.Millisecond,
+		OnEvent:      events.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge.serve(t, m, tcp, udp, plain)
+	go m.Run(t.Context())
+	waitFor(t, "the first certificate", func() bool { return ready(m, name) })
+	pebble.down.Store(true)
+	_, first, err := edge.get(t, pebble.roots, name, "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	waitFor(t, "a failed renewal", func() bool { return events.count(certs.EventFailed, name) > 0 })
+	st := m.Status()
+	if len(st) != 1 || !st[0].Ready(time.Now()) || st[0].LastError == "" || st[0].NextRetry.IsZero() || !st[0].NotAfter.Equal(first.NotAfter) {
+		t.Errorf("Status() after a failed renewal = %+v, want the current certificate, the error and a retry time", st)
+	}
+	if _, leaf, err := edge.get(t, pebble.roots, name, "2"); err != nil || !leaf.Equal(first) {
+		t.Errorf("GET after a failed renewal: %v; want the current certificate", err)
+	}
+
+	pebble.down.Store(false)
+	waitFor(t, "the renewal", func() bool { return events.count(certs.EventRenewed, name) > 0 })
+	_, renewed, err := edge.get(t, pebble.roots, name, "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !renewed.NotAfter.After(first.NotAfter) {
+		t.Errorf("certificate after renewal expires %v, not after the first's %v", renewed.NotAfter, first.NotAfter)
+	}
+	if st := m.Status(); st[0].LastError != "" || !st[0].NextRetry.IsZero() {
+		t.Errorf("Status() after renewal = %+v, want no error", st)
 	}
 }

@@ -76,8 +76,9 @@ type Config struct {
 	// EAB is the External Account Binding, for CAs that need one; nil if
 	// none.
 	EAB *EAB
-	// RenewBefore is how long before expiry a certificate is renewed. If
-	// zero, a third of its lifetime, at most 30 days.
+	// RenewBefore is how long before expiry a certificate is renewed, at
+	// most half its lifetime. If zero, a third of its lifetime, at most 30
+	// days.
 	RenewBefore time.Duration
 	// RetryMin and RetryMax bound the exponential backoff between failed
 	// orders of a name. If zero, one minute and one hour.

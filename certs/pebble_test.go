@@ -40,9 +40,11 @@ import (
 
 func TestMain(m *testing.M) {
 	// Pebble reads these when it starts: no random validation delays, no
-	// rejected nonces.
+	// rejected nonces, and every order validated afresh (no reuse of earlier
+	// authorizations), so that each order exercises a challenge.
 	os.Setenv("PEBBLE_VA_NOSLEEP", "1")
 	os.Setenv("PEBBLE_WFE_NONCEREJECT", "0")
+	os.Setenv("PEBBLE_AUTHZREUSE", "0")
 	os.Exit(m.Run())
 }
 
@@ -159,7 +161,8 @@ func startDNS(t *testing.T) string {
 type testEdge struct {
 	tlsPort, httpPort int
 	mgr               atomic.Pointer[certs.Manager]
-	refuseALPN        string // a name whose tls-alpn-01 validation is refused
+	refuseALPN        map[string]bool // names whose tls-alpn-01 validation fails
+	refuseHTTP        map[string]bool // names whose http-01 validation fails
 
 	mu         sync.Mutex
 	alpnHellos map[string]int // tls-alpn-01 validations per name
@@ -170,7 +173,8 @@ type testEdge struct {
 // the CA, whose directory the Manager needs.
 func newTestEdge(t *testing.T) (*testEdge, net.Listener, net.PacketConn, net.Listener) {
 	t.Helper()
-	e := &testEdge{alpnHellos: map[string]int{}, http01: map[string]int{}}
+	e := &testEdge{alpnHellos: map[string]int{}, http01: map[string]int{},
+		refuseALPN: map[string]bool{}, refuseHTTP: map[string]bool{}}
 	var tcp net.Listener
 	var udp net.PacketConn
 	for range 10 { // the UDP port of the same number may be taken
@@ -218,6 +222,10 @@ func (e *testEdge) serve(t *testing.T, m *certs.Manager, tcp net.Listener, udp n
 			e.mu.Lock()
 			e.http01[host]++
 			e.mu.Unlock()
+			if e.refuseHTTP[host] {
+				http.NotFound(w, r)
+				return
+			}
 		}
 		e.mgr.Load().HTTPHandler(nil).ServeHTTP(w, r)
 	}), ErrorLog: log.New(io.Discard, "", 0)}
@@ -233,7 +241,7 @@ func (e *testEdge) use(m *certs.Manager) {
 
 func (e *testEdge) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	if len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == "acme-tls/1" {
-		if hello.ServerName == e.refuseALPN {
+		if e.refuseALPN[hello.ServerName] {
 			return nil, fmt.Errorf("test: tls-alpn-01 refused for %q", hello.ServerName)
 		}
 		e.mu.Lock()
