@@ -1,0 +1,229 @@
+package httpfp
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+)
+
+// Errors the tap stops on; Conn.Err wraps one of them.
+var (
+	// ErrMalformed reports bytes that are not the protocol the Conn taps.
+	ErrMalformed = errors.New("httpfp: malformed request stream")
+	// ErrTooLarge reports a request header larger than MaxHeaderBytes.
+	ErrTooLarge = errors.New("httpfp: request header too large")
+)
+
+// DefaultMaxHeaderBytes is the header limit used when Config.MaxHeaderBytes
+// is zero, net/http's http.DefaultMaxHeaderBytes.
+const DefaultMaxHeaderBytes = http.DefaultMaxHeaderBytes
+
+// maxPending bounds the fingerprints a Conn keeps for requests no handler
+// took yet; the oldest is evicted first.
+const maxPending = 256
+
+// Config configures the taps. The zero value is ready to use.
+type Config struct {
+	// JA4H turns on JA4H (FoxIO License 1.1: non-commercial use only,
+	// patent pending). If false, JA4H and JA4HR stay empty.
+	JA4H bool
+	// MaxHeaderBytes bounds the request header (request line or
+	// pseudo-headers included) the tap follows, as http.Server's field of the
+	// same name. If zero, DefaultMaxHeaderBytes is used. Set it to the
+	// server's value.
+	MaxHeaderBytes int
+}
+
+func (c Config) maxHeaderBytes() int {
+	if c.MaxHeaderBytes > 0 {
+		return c.MaxHeaderBytes
+	}
+	return DefaultMaxHeaderBytes
+}
+
+// pending is a captured request waiting for its handler.
+type pending struct {
+	method, host, uri string // what the server will put in the *http.Request
+	fp                Fingerprint
+}
+
+// tap consumes the bytes a server reads.
+type tap interface {
+	feed(p []byte) error
+}
+
+// Conn is a net.Conn whose reads are fingerprinted. It is safe for the
+// concurrent use net/http and x/net/http2 make of a connection.
+type Conn struct {
+	net.Conn
+	proto Proto
+
+	tapMu sync.Mutex // held while feeding; the server reads from one goroutine at a time
+	tap   tap
+
+	mu      sync.Mutex
+	queue   []*pending // oldest first
+	err     error
+	stopped bool
+}
+
+// NewConn returns c with its reads tapped for protocol p. Bytes pass through
+// unchanged. For H3, which has no net.Conn, use H3Tracer.
+func NewConn(c net.Conn, p Proto, cfg Config) *Conn {
+	fc := &Conn{Conn: c, proto: p}
+	switch p {
+	case H1:
+		fc.tap = newH1Tap(fc, cfg)
+	case H2:
+		fc.tap = newH2Tap(fc, cfg)
+	default:
+		fc.stopped = true
+	}
+	return fc
+}
+
+// Read reads from the underlying connection and feeds what it read to the tap.
+func (c *Conn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.feed(p[:n])
+	}
+	return n, err
+}
+
+func (c *Conn) feed(p []byte) {
+	c.tapMu.Lock()
+	defer c.tapMu.Unlock()
+	if c.tap == nil {
+		return
+	}
+	if err := c.tap.feed(p); err != nil {
+		c.tap = nil // let the decoder state go
+		c.mu.Lock()
+		c.err, c.stopped = err, true
+		c.mu.Unlock()
+	}
+}
+
+// Err returns why the tap stopped fingerprinting this connection, or nil.
+// It wraps ErrMalformed or ErrTooLarge.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Proto returns the protocol the Conn was made for.
+func (c *Conn) Proto() Proto { return c.proto }
+
+// ConnectionState returns the TLS state of the underlying connection, or
+// the zero value if it has none. x/net/http2 reads it through this method.
+func (c *Conn) ConnectionState() tls.ConnectionState {
+	if cs, ok := c.Conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		return cs.ConnectionState()
+	}
+	return tls.ConnectionState{}
+}
+
+// NetConn returns the underlying connection's NetConn if it has one (as
+// *tls.Conn does), else the underlying connection itself.
+func (c *Conn) NetConn() net.Conn {
+	if nc, ok := c.Conn.(interface{ NetConn() net.Conn }); ok {
+		return nc.NetConn()
+	}
+	return c.Conn
+}
+
+// push queues a captured request for its handler.
+func (c *Conn) push(p *pending) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == maxPending {
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+	}
+	c.queue = append(c.queue, p)
+}
+
+// take removes and returns the fingerprint captured for r.
+func (c *Conn) take(r *http.Request) (*Fingerprint, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, p := range c.queue {
+		if p.method != r.Method || p.uri != r.RequestURI {
+			continue
+		}
+		switch {
+		case c.proto == H1:
+			// Requests are served in order: those before r were
+			// answered without a handler (OPTIONS *) or not taken.
+			clear(c.queue[:i+1])
+			c.queue = c.queue[i+1:]
+		case p.host != r.Host:
+			continue
+		default:
+			copy(c.queue[i:], c.queue[i+1:])
+			c.queue[len(c.queue)-1] = nil
+			c.queue = c.queue[:len(c.queue)-1]
+		}
+		if len(c.queue) == 0 {
+			c.queue = nil // free a backing array grown by pipelining
+		}
+		return &p.fp, true
+	}
+	return nil, false
+}
+
+// Pending returns how many captured requests wait for their handler.
+func (c *Conn) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
+type connKey struct{}
+
+type requestKey struct{}
+
+// NewContext returns a copy of ctx that carries c, for http.Server's
+// ConnContext and http2.ServeConnOpts.Context.
+func NewContext(ctx context.Context, c *Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// FromContext returns the Conn stored in ctx by NewContext.
+func FromContext(ctx context.Context) (*Conn, bool) {
+	c, ok := ctx.Value(connKey{}).(*Conn)
+	return c, ok && c != nil
+}
+
+// Handler returns a handler that takes each request's fingerprint from its
+// connection once, before h runs, and stores it in the request's context for
+// FromRequest. Wrap the handler of the http.Server and of
+// http2.ServeConnOpts with it.
+func Handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := FromContext(r.Context()); ok {
+			fp, _ := c.take(r) // nil when not captured: FromRequest must not take another
+			r = r.WithContext(context.WithValue(r.Context(), requestKey{}, fp))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// FromRequest returns the fingerprint of r. Under Handler it is the one
+// Handler stored; otherwise it is taken from the connection, which works
+// once per request: call it once and keep the result.
+func FromRequest(r *http.Request) (*Fingerprint, bool) {
+	ctx := r.Context()
+	if fp, ok := ctx.Value(requestKey{}).(*Fingerprint); ok {
+		return fp, fp != nil
+	}
+	if c, ok := FromContext(ctx); ok {
+		return c.take(r)
+	}
+	return nil, false
+}

@@ -1,0 +1,145 @@
+package httpfp
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Proto is the HTTP version a Conn carries.
+type Proto uint8
+
+// The protocols a Conn can tap.
+const (
+	H1 Proto = iota + 1 // HTTP/1.0 and HTTP/1.1
+	H2                  // HTTP/2
+	H3                  // HTTP/3
+)
+
+// String returns "h1", "h2" or "h3", the prefix of an hfp.
+func (p Proto) String() string {
+	switch p {
+	case H1:
+		return "h1"
+	case H2:
+		return "h2"
+	case H3:
+		return "h3"
+	}
+	return "h?"
+}
+
+// Fingerprint is what a request tells about its client at the HTTP layer.
+// It is read-only once a handler has it.
+type Fingerprint struct {
+	// Names holds the header names in wire order with their original case;
+	// for HTTP/2 and HTTP/3 the pseudo-headers too, where they stand.
+	Names []string
+	// HFP and HFPR are the header fingerprint and its raw form (see the
+	// package documentation).
+	HFP, HFPR string
+	// H2FP is the connection's Akamai HTTP/2 fingerprint; empty unless HTTP/2.
+	H2FP string
+	// JA4H and JA4HR are set only when Config.JA4H is. JA4HR holds the
+	// cookie names and values: never log it.
+	JA4H, JA4HR string
+	// Ordered is false when the order could not be taken from the wire
+	// (HTTP/3 without H3Tracer): Names then follows http.Header's sorted keys.
+	Ordered bool
+}
+
+// hashLen is the number of hex digits of a truncated SHA-256 in hfp and JA4H.
+const hashLen = 12
+
+// truncHash appends the first 12 hex digits of SHA-256(b) to dst.
+func truncHash(dst, b []byte) []byte {
+	sum := sha256.Sum256(b)
+	return hex.AppendEncode(dst, sum[:hashLen/2])
+}
+
+// excludedName reports whether a header name is left out of hfp_r and
+// JA4H's header list.
+func excludedName(name string) bool {
+	return strings.EqualFold(name, "cookie") || strings.EqualFold(name, "referer")
+}
+
+// appendLower appends s lowercased (ASCII only, as header names are).
+func appendLower(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// appendCount appends n as two digits, 99 at most.
+func appendCount(dst []byte, n int) []byte {
+	n = min(n, 99)
+	return append(dst, byte('0'+n/10), byte('0'+n%10))
+}
+
+// HFP returns the header fingerprint hfp and its raw form hfp_r of the
+// header names in wire order (pseudo-headers included) sent over p.
+func HFP(p Proto, names []string) (hfp, hfpr string) {
+	var buf [512]byte
+	var out [32]byte
+	h, r := appendHFP(out[:0], buf[:0], p, names)
+	return string(h), string(r)
+}
+
+// appendHFP appends hfp to dst and hfp_r to raw.
+func appendHFP(dst, raw []byte, p Proto, names []string) (hfp, hfpr []byte) {
+	n := 0
+	for _, name := range names {
+		if excludedName(name) {
+			continue
+		}
+		if n > 0 {
+			raw = append(raw, ',')
+		}
+		raw = appendLower(raw, name)
+		n++
+	}
+	dst = append(dst, p.String()...)
+	dst = appendCount(dst, n)
+	dst = append(dst, '_')
+	dst = truncHash(dst, raw)
+	return dst, raw
+}
+
+// NewH3Fingerprint builds an unordered fingerprint from a request served
+// over HTTP/3 when H3Tracer is not installed: Names are the pseudo-headers
+// in the order quic-go's client writes them, then http.Header's keys sorted,
+// in canonical case, and Ordered is false.
+func NewH3Fingerprint(r *http.Request, cfg Config) *Fingerprint {
+	names := []string{":method", ":authority", ":path"}
+	if r.Method != http.MethodConnect {
+		names = append(names[:2], ":scheme", ":path")
+	}
+	keys := make([]string, 0, len(r.Header))
+	for k := range r.Header {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for range r.Header[k] {
+			names = append(names, k)
+		}
+	}
+	fp := &Fingerprint{Names: names}
+	fp.HFP, fp.HFPR = HFP(H3, names)
+	if cfg.JA4H {
+		var j ja4hInput
+		j.method, j.version = r.Method, "30"
+		j.names = names
+		j.cookies = r.Header.Values("Cookie")
+		j.lang = r.Header.Get("Accept-Language")
+		fp.JA4H, fp.JA4HR = j.compute()
+	}
+	return fp
+}

@@ -1,0 +1,385 @@
+package httpfp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"golang.org/x/net/http2/hpack"
+)
+
+// The client connection preface (RFC 9113, section 3.4).
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// Frame types and flags the tap reads (RFC 9113, section 6).
+const (
+	frameHeaders      = 0x1
+	framePriority     = 0x2
+	frameSettings     = 0x4
+	frameWindowUpdate = 0x8
+	frameContinuation = 0x9
+
+	flagAck        = 0x1
+	flagEndHeaders = 0x4
+	flagPadded     = 0x8
+	flagPriority   = 0x20
+)
+
+// maxHPACKTable is the largest dynamic table a client may ask the tap for.
+// A server allows 4096 bytes unless configured otherwise (x/net/http2's
+// Server.MaxDecoderHeaderTableSize) and closes a connection that asks for
+// more than it allows, so the tap only needs to be as permissive as any
+// server configuration.
+const maxHPACKTable = 1 << 16
+
+// maxSettings bounds the SETTINGS entries kept for h2fp.
+const maxSettings = 32
+
+// maxPriorities bounds the PRIORITY frames kept for h2fp.
+const maxPriorities = 32
+
+// h2Tap decodes the client side of an HTTP/2 connection in step with the
+// server: frame headers, HPACK header blocks, and the frames of h2fp.
+type h2Tap struct {
+	c    *Conn
+	ja4h bool
+	max  int // header list bytes, as the server's MaxHeaderBytes
+
+	preface int // preface bytes matched
+
+	hdr    [9]byte // frame header being read
+	hn     int
+	typ    byte
+	flags  byte
+	stream uint32
+	left   int // payload bytes of the current frame still to come
+
+	item      [8]byte // fixed-size payload item being collected
+	in        int
+	want      int // item size; 0 when the payload is skipped or streamed
+	blockLeft int // header block bytes of the current frame still to come
+
+	dec         *hpack.Decoder
+	inBlock     bool
+	blockStream uint32
+	blockReq    bool   // the open block is a request's header (not trailers)
+	lastStream  uint32 // highest stream that opened a request
+	tooBig      bool
+	listSize    int
+
+	names                    []string // of the open block, reused
+	method, authority, path  string
+	host, lang               string
+	cookies                  []string
+	langSeen                 bool
+	settings, priority       []byte
+	nsettings, npriority     int
+	settingsSeen, windowSeen bool
+	window                   uint32
+	h2fp                     string // set by the first request
+	raw, out                 []byte
+}
+
+func newH2Tap(c *Conn, cfg Config) *h2Tap {
+	t := &h2Tap{c: c, ja4h: cfg.JA4H, max: cfg.maxHeaderBytes()}
+	t.dec = hpack.NewDecoder(4096, t.emit)
+	t.dec.SetAllowedMaxDynamicTableSize(maxHPACKTable)
+	t.dec.SetMaxStringLength(t.max)
+	return t
+}
+
+// feed consumes p, the next bytes of the connection.
+func (t *h2Tap) feed(p []byte) error {
+	for len(p) > 0 {
+		switch {
+		case t.preface < len(h2Preface):
+			n := min(len(p), len(h2Preface)-t.preface)
+			if string(p[:n]) != h2Preface[t.preface:t.preface+n] {
+				return fmt.Errorf("%w: no HTTP/2 client preface", ErrMalformed)
+			}
+			t.preface += n
+			p = p[n:]
+		case t.hn < len(t.hdr):
+			n := copy(t.hdr[t.hn:], p)
+			t.hn += n
+			p = p[n:]
+			if t.hn == len(t.hdr) {
+				if err := t.startFrame(); err != nil {
+					return err
+				}
+			}
+		default:
+			var err error
+			if p, err = t.payload(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// startFrame reads the frame header (RFC 9113, section 4.1).
+func (t *h2Tap) startFrame() error {
+	t.left = int(t.hdr[0])<<16 | int(t.hdr[1])<<8 | int(t.hdr[2])
+	t.typ, t.flags = t.hdr[3], t.hdr[4]
+	t.stream = binary.BigEndian.Uint32(t.hdr[5:]) & (1<<31 - 1)
+	t.in, t.want, t.blockLeft = 0, 0, 0
+	if t.inBlock && (t.typ != frameContinuation || t.stream != t.blockStream) {
+		return fmt.Errorf("%w: frame type %d inside a header block", ErrMalformed, t.typ)
+	}
+	switch t.typ {
+	case frameHeaders:
+		if t.stream == 0 {
+			return fmt.Errorf("%w: HEADERS on stream 0", ErrMalformed)
+		}
+		if t.flags&flagPadded != 0 {
+			t.want++
+		}
+		if t.flags&flagPriority != 0 {
+			t.want += 5
+		}
+	case frameContinuation:
+		if !t.inBlock {
+			return fmt.Errorf("%w: CONTINUATION without HEADERS", ErrMalformed)
+		}
+		t.blockLeft = t.left
+	case frameSettings:
+		switch {
+		case t.stream != 0 || t.left%6 != 0:
+			return fmt.Errorf("%w: bad SETTINGS frame", ErrMalformed)
+		case t.flags&flagAck == 0 && t.left > 0:
+			t.want = 6
+		}
+	case framePriority:
+		if t.left != 5 || t.stream == 0 {
+			return fmt.Errorf("%w: bad PRIORITY frame", ErrMalformed)
+		}
+		t.want = 5
+	case frameWindowUpdate:
+		if t.left != 4 {
+			return fmt.Errorf("%w: bad WINDOW_UPDATE frame", ErrMalformed)
+		}
+		t.want = 4
+	}
+	if t.want > t.left {
+		return fmt.Errorf("%w: frame type %d too short", ErrMalformed, t.typ)
+	}
+	if t.typ == frameHeaders && t.want == 0 {
+		if err := t.startHeaders(); err != nil {
+			return err
+		}
+	}
+	if t.left == 0 {
+		return t.endFrame()
+	}
+	return nil
+}
+
+// payload consumes a prefix of the current frame's payload in p.
+func (t *h2Tap) payload(p []byte) ([]byte, error) {
+	switch {
+	case t.want > 0 && t.in < t.want:
+		n := copy(t.item[t.in:t.want], p)
+		t.in += n
+		t.left -= n
+		p = p[n:]
+		if t.in == t.want {
+			if err := t.endItem(); err != nil {
+				return nil, err
+			}
+		}
+	case t.blockLeft > 0:
+		n := min(len(p), t.blockLeft)
+		if _, err := t.dec.Write(p[:n]); err != nil {
+			return nil, fmt.Errorf("%w: HPACK: %w", ErrMalformed, err)
+		}
+		t.blockLeft -= n
+		t.left -= n
+		p = p[n:]
+	default: // padding, DATA and frames h2fp does not use
+		n := min(len(p), t.left)
+		t.left -= n
+		p = p[n:]
+	}
+	if t.left == 0 {
+		return p, t.endFrame()
+	}
+	return p, nil
+}
+
+// endItem acts on a fixed-size piece of a payload.
+func (t *h2Tap) endItem() error {
+	b := t.item[:t.want]
+	switch t.typ {
+	case frameHeaders:
+		t.want = 0
+		return t.startHeaders()
+	case frameSettings: // RFC 9113, section 6.5.1
+		if !t.settingsSeen && t.nsettings < maxSettings {
+			if t.nsettings > 0 {
+				t.settings = append(t.settings, ';')
+			}
+			t.settings = strconv.AppendUint(t.settings, uint64(binary.BigEndian.Uint16(b)), 10)
+			t.settings = append(t.settings, ':')
+			t.settings = strconv.AppendUint(t.settings, uint64(binary.BigEndian.Uint32(b[2:])), 10)
+			t.nsettings++
+		}
+		t.in = 0 // the next setting
+	case framePriority: // RFC 9113, section 6.3
+		if t.h2fp == "" && t.npriority < maxPriorities {
+			if t.npriority > 0 {
+				t.priority = append(t.priority, ',')
+			}
+			dep := binary.BigEndian.Uint32(b)
+			t.priority = strconv.AppendUint(t.priority, uint64(t.stream), 10)
+			t.priority = append(t.priority, ':', '0'+byte(dep>>31), ':')
+			t.priority = strconv.AppendUint(t.priority, uint64(dep&(1<<31-1)), 10)
+			t.priority = append(t.priority, ':')
+			t.priority = strconv.AppendUint(t.priority, uint64(b[4])+1, 10)
+			t.npriority++
+		}
+	case frameWindowUpdate: // RFC 9113, section 6.9
+		if t.stream == 0 && !t.windowSeen && t.h2fp == "" {
+			t.window, t.windowSeen = binary.BigEndian.Uint32(b)&(1<<31-1), true
+		}
+	}
+	return nil
+}
+
+// startHeaders begins the header block of a HEADERS frame whose pad length
+// and priority fields have been read.
+func (t *h2Tap) startHeaders() error {
+	pad := 0
+	if t.flags&flagPadded != 0 {
+		pad = int(t.item[0])
+	}
+	t.blockLeft = t.left - pad
+	if t.blockLeft < 0 {
+		return fmt.Errorf("%w: padding longer than HEADERS payload", ErrMalformed)
+	}
+	t.inBlock, t.blockStream = true, t.stream
+	t.blockReq = t.stream > t.lastStream && t.stream%2 == 1
+	if t.blockReq {
+		t.lastStream = t.stream
+	}
+	t.names = t.names[:0]
+	t.method, t.authority, t.path, t.host, t.lang = "", "", "", "", ""
+	t.cookies, t.langSeen, t.tooBig, t.listSize = nil, false, false, 0
+	return nil
+}
+
+// endFrame acts on a frame whose payload has been read.
+func (t *h2Tap) endFrame() error {
+	t.hn = 0
+	switch t.typ {
+	case frameSettings:
+		if t.flags&flagAck == 0 {
+			t.settingsSeen = true
+		}
+	case frameHeaders, frameContinuation:
+		if t.flags&flagEndHeaders != 0 {
+			return t.endBlock()
+		}
+	}
+	return nil
+}
+
+// emit receives each decoded header field of the open block.
+func (t *h2Tap) emit(f hpack.HeaderField) {
+	if !t.blockReq || t.tooBig {
+		return
+	}
+	if t.listSize += int(f.Size()); t.listSize > t.max {
+		t.tooBig = true // the server answers 431; nothing to pair
+		return
+	}
+	t.names = append(t.names, f.Name)
+	switch f.Name {
+	case ":method":
+		t.method = f.Value
+	case ":authority":
+		t.authority = f.Value
+	case ":path":
+		t.path = f.Value
+	case "host":
+		t.host = f.Value
+	case "cookie":
+		if t.ja4h {
+			t.cookies = append(t.cookies, f.Value)
+		}
+	case "accept-language":
+		if t.ja4h && !t.langSeen {
+			t.lang, t.langSeen = f.Value, true
+		}
+	}
+}
+
+// endBlock closes a header block and queues a request's fingerprint.
+func (t *h2Tap) endBlock() error {
+	t.inBlock = false
+	if err := t.dec.Close(); err != nil {
+		return fmt.Errorf("%w: HPACK: %w", ErrMalformed, err)
+	}
+	if !t.blockReq || t.tooBig {
+		return nil
+	}
+	names := slices.Clone(t.names)
+	if t.h2fp == "" {
+		t.h2fp = t.fingerprint(names)
+	}
+	p := &pending{method: t.method, host: t.authority, uri: t.path}
+	if p.host == "" {
+		p.host = t.host
+	}
+	if p.method == "CONNECT" {
+		p.uri = t.authority
+	}
+	p.fp.Names, p.fp.Ordered, p.fp.H2FP = names, true, t.h2fp
+	var hfp, raw []byte
+	hfp, raw = appendHFP(t.out[:0], t.raw[:0], H2, names)
+	p.fp.HFP, p.fp.HFPR = string(hfp), string(raw)
+	t.out, t.raw = hfp, raw
+	if t.ja4h {
+		j := ja4hInput{method: t.method, version: "20", names: names, cookies: t.cookies, lang: t.lang}
+		p.fp.JA4H, p.fp.JA4HR = j.compute()
+	}
+	t.c.push(p)
+	return nil
+}
+
+// fingerprint returns h2fp, given the first request's header names.
+func (t *h2Tap) fingerprint(names []string) string {
+	b := append([]byte(nil), t.settings...)
+	b = append(b, '|')
+	if t.windowSeen {
+		b = strconv.AppendUint(b, uint64(t.window), 10)
+	} else {
+		b = append(b, "00"...)
+	}
+	b = append(b, '|')
+	if t.npriority > 0 {
+		b = append(b, t.priority...)
+	} else {
+		b = append(b, '0')
+	}
+	b = append(b, '|')
+	first := true
+	for _, n := range names {
+		if len(n) < 2 || n[0] != ':' {
+			continue
+		}
+		switch n {
+		case ":method", ":authority", ":scheme", ":path":
+		default:
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		b = append(b, n[1])
+		first = false
+	}
+	t.settings, t.priority = nil, nil // not needed any more
+	return string(b)
+}
