@@ -1,0 +1,91 @@
+// Package fplog is Maat's fingerprint log: one JSON object per request
+// (JSON Lines, https://jsonlines.org/, each line an RFC 8259 object), written
+// off the request's path to a rotated file or the standard output, and read
+// back by `edge fp top`.
+//
+// # Fields
+//
+// Fields appear in this order. A field that does not apply to a request is
+// left out, never invented: a plain-HTTP request has no TLS fields, an
+// HTTP/1.1 request no h2fp, a request that was not challenged no challenge.
+//
+//   - time: when the request ended, RFC 3339 in UTC with milliseconds
+//     ("2026-12-03T10:32:08.123Z").
+//   - remote_ip: the client address, as Config.ClientIP says: the address
+//     (full), its /24 or /64 network ("203.0.113.0/24", prefix), a keyed
+//     HMAC-SHA-256 of it in 24 hex digits (hash), or absent (none).
+//   - host, method, path: of the request; path without the query.
+//   - proto: "HTTP/1.1", "HTTP/2.0" or "HTTP/3.0".
+//   - tls_version ("1.2", "1.3"), sni, alpn (the protocol agreed): of the
+//     connection.
+//   - ja4, ja4_r, ja4_o, ja4_ro: the JA4 TLS client fingerprint of the
+//     connection and its raw, original-order and raw original-order forms
+//     (FoxIO's JA4 specification, BSD-3-Clause); "q…" for QUIC.
+//   - hfp, hfp_r: Maat's header fingerprint: the header names in wire order,
+//     lowercased and joined with "," (hfp_r), and "h1"/"h2"/"h3" + their
+//     count in two digits + "_" + the first 12 hex digits of SHA-256(hfp_r)
+//     (hfp).
+//   - h2fp: the HTTP/2 fingerprint of the connection (Akamai's format,
+//     SETTINGS|WINDOW_UPDATE|PRIORITY|PSEUDO-HEADER ORDER).
+//   - ja4h: the JA4H HTTP fingerprint, only when enabled (FoxIO License
+//     1.1: not for commercial use).
+//   - user_agent: as sent.
+//   - client_family: the client the JA4 is known to come from ("chrome",
+//     "firefox", "curl", …).
+//   - weight: the total weight the policy gave the request.
+//   - rules: the names of the policy rules that matched, in order.
+//   - action: ALLOW, CHALLENGE, DENY, RATE (rate limited), or PASS (a valid
+//     pass cookie).
+//   - challenge: {"alg": "pow" or "meta-refresh", "bits": difficulty in
+//     leading zero bits} when a challenge was served.
+//   - status: the HTTP status sent.
+//   - bytes: the bytes of the response body sent.
+//   - duration_ms: from the request's headers read to its response ended,
+//     in milliseconds with microseconds as decimals.
+//
+// String fields are cut at MaxFieldBytes and their invalid UTF-8 replaced,
+// so that a client cannot fill the disk with one request or break the JSON.
+//
+// # Writing
+//
+// Writer.Write copies the record into a bounded queue and returns; a
+// goroutine encodes and writes the lines. When the queue is full (a slow
+// disk, a blocked pipe) records are dropped and counted (Writer.Dropped),
+// and requests never wait. The file is rotated by size to
+// <name>-<UTC time><ext> and gzipped in the background; the newest
+// Config.MaxFiles rotated files are kept. Writer.Reopen reopens the file
+// after an external rotation (on SIGHUP). ALLOW records can be sampled
+// (Config.SampleAllow); every other decision is always written.
+//
+// # Loading the log elsewhere
+//
+// DuckDB (https://duckdb.org/docs/data/json/overview), current and rotated
+// files at once:
+//
+//	duckdb fp.duckdb -c "CREATE TABLE fp AS SELECT * FROM read_json('/var/log/edge/fp*.jsonl*', format = 'newline_delimited', union_by_name = true, sample_size = -1)"
+//
+// ClickHouse (https://clickhouse.com/docs/en/interfaces/formats#jsoneachrow),
+// into a table created once:
+//
+//	CREATE TABLE fp (
+//	    time DateTime64(3, 'UTC'), remote_ip String, host LowCardinality(String),
+//	    method LowCardinality(String), path String, proto LowCardinality(String),
+//	    tls_version LowCardinality(String), sni String, alpn LowCardinality(String),
+//	    ja4 String, ja4_r String, ja4_o String, ja4_ro String, hfp String, hfp_r String,
+//	    h2fp String, ja4h String, user_agent String, client_family LowCardinality(String),
+//	    weight Int32, rules Array(String), action LowCardinality(String),
+//	    challenge Tuple(alg String, bits UInt16), status UInt16, bytes Int64,
+//	    duration_ms Float64
+//	) ENGINE = MergeTree ORDER BY time;
+//
+//	zcat -f /var/log/edge/fp*.jsonl* | clickhouse client --date_time_input_format best_effort -q "INSERT INTO fp FORMAT JSONEachRow"
+//
+// or without a server: clickhouse local -q "SELECT ja4, count() FROM
+// file('fp*.jsonl*', JSONEachRow) GROUP BY ja4 ORDER BY count() DESC".
+//
+// # Reading
+//
+// Top (`edge fp top`) counts the values of one field over plain and gzipped
+// logs. The files are untrusted input: lines longer than MaxLineBytes and
+// lines that are not records are counted (Counter.Bad) and skipped.
+package fplog

@@ -1,0 +1,49 @@
+package fplog
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/netip"
+)
+
+// Client address modes, for Config.ClientIP.
+const (
+	ClientIPFull   = "full"   // the address as it is
+	ClientIPPrefix = "prefix" // the /24 (IPv4) or /64 (IPv6) network, in CIDR notation
+	ClientIPHash   = "hash"   // HMAC-SHA-256 of the address under Config.HashKey, 24 hex digits
+	ClientIPNone   = "none"   // no address
+)
+
+// MinHashKeyBytes is the shortest Config.HashKey accepted.
+const MinHashKeyBytes = 16
+
+// hashHexDigits is the length of a hashed address: 96 bits, so that the
+// 2^32 IPv4 addresses do not collide.
+const hashHexDigits = 24
+
+// clientIP returns remote_ip for addr in the given mode; "" leaves it out.
+func clientIP(mode string, key []byte, addr netip.Addr) string {
+	if !addr.IsValid() {
+		return ""
+	}
+	addr = addr.Unmap().WithZone("")
+	switch mode {
+	case ClientIPPrefix:
+		bits := 64
+		if addr.Is4() {
+			bits = 24
+		}
+		p, _ := addr.Prefix(bits)
+		return p.String()
+	case ClientIPHash:
+		mac := hmac.New(sha256.New, key)
+		b := addr.As16()
+		mac.Write(b[:])
+		return hex.EncodeToString(mac.Sum(nil))[:hashHexDigits]
+	case ClientIPNone:
+		return ""
+	default:
+		return addr.String()
+	}
+}

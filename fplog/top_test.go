@@ -1,0 +1,240 @@
+package fplog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// generated returns record i of the generated log: of each ten records,
+// five have JA4 aaa (four ALLOW, one CHALLENGE, rule r1), three bbb (DENY,
+// rules r1 and r2), one ccc (ALLOW, no rule) and one none (RATE, rule r2
+// twice). The first 500 are two hours old.
+func generated(i int) Record {
+	r := Record{Time: testTime, Proto: "HTTP/2.0"}
+	if i < 500 {
+		r.Time = testTime.Add(-2 * time.Hour)
+	}
+	switch k := i % 10; {
+	case k < 5:
+		r.JA4, r.Action, r.Rules = "t13d1516h2_aaa", ActionAllow, []string{"r1"}
+		if k == 4 {
+			r.Action = ActionChallenge
+		}
+	case k < 8:
+		r.JA4, r.Action, r.Rules = "t13d1715h2_bbb", ActionDeny, []string{"r1", "r2"}
+	case k == 8:
+		r.JA4, r.Action = "q13d0310h3_ccc", ActionAllow
+	default:
+		r.Action, r.Rules = ActionRate, []string{"r2", "r2"}
+	}
+	return r
+}
+
+// generatedLog writes records 0 to 599 and some bad lines to a plain file,
+// and records 600 to 999 to a gzip file.
+func generatedLog(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var plain, gz bytes.Buffer
+	for i := range 1000 {
+		r := generated(i)
+		if i < 600 {
+			plain.Write(append(r.AppendJSON(nil), '\n'))
+		} else {
+			gz.Write(append(r.AppendJSON(nil), '\r', '\n'))
+		}
+		if i == 300 {
+			plain.WriteString("garbage\n\n   \n")
+			plain.WriteString(`{"weight":"x"}` + "\n")
+			plain.WriteString(`{"path":"` + strings.Repeat("a", MaxLineBytes) + "\"}\n")
+		}
+	}
+	plain.WriteString(`{"truncated":`) // the last line, cut by a crash
+	a := filepath.Join(dir, "fp.jsonl")
+	b := filepath.Join(dir, "fp-2026-12-03T10-00-00.000.jsonl.gz")
+	var zbuf bytes.Buffer
+	zw := gzip.NewWriter(&zbuf)
+	zw.Write(gz.Bytes())
+	zw.Close()
+	if err := os.WriteFile(a, plain.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, zbuf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{a, b}
+}
+
+func TestTop(t *testing.T) {
+	t.Parallel()
+	files := generatedLog(t)
+	tests := []struct {
+		name string
+		opts TopOptions
+		want []TopRow
+	}{
+		{"ja4", TopOptions{}, []TopRow{
+			{"t13d1516h2_aaa", 500, 0.5, map[string]int64{"ALLOW": 400, "CHALLENGE": 100}},
+			{"t13d1715h2_bbb", 300, 0.3, map[string]int64{"DENY": 300}},
+			{"", 100, 0.1, map[string]int64{"RATE": 100}},
+			{"q13d0310h3_ccc", 100, 0.1, map[string]int64{"ALLOW": 100}},
+		}},
+		{"ja4_limit", TopOptions{By: "ja4", Limit: 2}, []TopRow{
+			{"t13d1516h2_aaa", 500, 0.5, map[string]int64{"ALLOW": 400, "CHALLENGE": 100}},
+			{"t13d1715h2_bbb", 300, 0.3, map[string]int64{"DENY": 300}},
+		}},
+		{"rule", TopOptions{By: "rule"}, []TopRow{
+			{"r1", 800, 0.8, map[string]int64{"ALLOW": 400, "CHALLENGE": 100, "DENY": 300}},
+			{"r2", 400, 0.4, map[string]int64{"DENY": 300, "RATE": 100}},
+			{"", 100, 0.1, map[string]int64{"ALLOW": 100}},
+		}},
+		{"action_since", TopOptions{By: "action", Since: testTime.Add(-time.Hour)}, []TopRow{
+			{"ALLOW", 250, 0.5, map[string]int64{"ALLOW": 250}},
+			{"DENY", 150, 0.3, map[string]int64{"DENY": 150}},
+			{"CHALLENGE", 50, 0.1, map[string]int64{"CHALLENGE": 50}},
+			{"RATE", 50, 0.1, map[string]int64{"RATE": 50}},
+		}},
+		{"proto", TopOptions{By: "proto", Limit: -1}, []TopRow{
+			{"HTTP/2.0", 1000, 1, map[string]int64{"ALLOW": 500, "CHALLENGE": 100, "DENY": 300, "RATE": 100}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Top(files, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Top:\n got %v\nwant %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCounterBadLines(t *testing.T) {
+	t.Parallel()
+	files := generatedLog(t)
+	c, err := NewCounter(TopOptions{Since: testTime.Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if err := c.ReadFile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// garbage, a weight that is no number, a line too long, a cut last line
+	if c.Records() != 500 || c.Old() != 500 || c.Bad() != 4 {
+		t.Fatalf("Records, Old, Bad = %d, %d, %d; want 500, 500, 4", c.Records(), c.Old(), c.Bad())
+	}
+}
+
+func TestTopErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	corrupt := filepath.Join(dir, "corrupt.jsonl.gz")
+	os.WriteFile(corrupt, []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 1, 2, 3}, 0o600)
+	tests := []struct {
+		name    string
+		files   []string
+		opts    TopOptions
+		wantErr error
+	}{
+		{"unknown_by", nil, TopOptions{By: "cookie"}, ErrUnknownBy},
+		{"missing_file", []string{filepath.Join(dir, "missing")}, TopOptions{}, os.ErrNotExist},
+		{"corrupt_gzip", []string{corrupt}, TopOptions{}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Top(tt.files, tt.opts)
+			if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
+				t.Fatalf("Top error = %v; want %v", err, cmpOr(tt.wantErr, "an error"))
+			}
+		})
+	}
+}
+
+func cmpOr(err error, s string) any {
+	if err != nil {
+		return err
+	}
+	return s
+}
+
+func TestWriteTopTable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		rows []TopRow
+		want string
+	}{
+		{"rows", []TopRow{
+			{"t13d1516h2_aaa", 500, 0.5, map[string]int64{"ALLOW": 400, "CHALLENGE": 100}},
+			{"", 100, 0.1, map[string]int64{"RATE": 100}},
+		}, "" +
+			"COUNT  SHARE  VALUE           ACTIONS\n" +
+			"500    50.0%  t13d1516h2_aaa  ALLOW 400, CHALLENGE 100\n" +
+			"100    10.0%  (none)          RATE 100\n"},
+		{"terminal_escapes_quoted", []TopRow{
+			{"\x1b[31mred\tx", 1, 1, map[string]int64{"\x1b]0;": 1}},
+		}, "" +
+			"COUNT  SHARE   VALUE" + strings.Repeat(" ", 13) + "ACTIONS\n" +
+			"1      100.0%  \"\\x1b[31mred\\tx\"  \"\\x1b]0;\" 1\n"},
+		{"long_value_cut", []TopRow{
+			{strings.Repeat("é", 150), 1, 1, map[string]int64{"DENY": 1}},
+		}, "" +
+			"COUNT  SHARE   VALUE" + strings.Repeat(" ", 97) + "ACTIONS\n" +
+			"1      100.0%  " + strings.Repeat("é", 99) + "…  DENY 1\n"},
+		{"empty", nil, "COUNT  SHARE  VALUE  ACTIONS\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var buf bytes.Buffer
+			if err := WriteTopTable(&buf, tt.rows); err != nil {
+				t.Fatal(err)
+			}
+			if buf.String() != tt.want {
+				t.Fatalf("table:\n%s\nwant:\n%s", buf.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestWriteTopJSON(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		rows []TopRow
+	}{
+		{"rows", []TopRow{{"t13d1516h2_aaa", 500, 0.5, map[string]int64{"ALLOW": 400, "CHALLENGE": 100}}}},
+		{"empty", []TopRow{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var buf bytes.Buffer
+			if err := WriteTopJSON(&buf, tt.rows); err != nil {
+				t.Fatal(err)
+			}
+			var got []TopRow
+			if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.rows) {
+				t.Fatalf("JSON round trip = %v; want %v", got, tt.rows)
+			}
+		})
+	}
+}

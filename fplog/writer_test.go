@@ -1,0 +1,397 @@
+package fplog
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+func TestWriterLines(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	w, err := NewWriter(Config{Output: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, tt := range protocolRecords {
+		r := tt.rec
+		r.Rules = slices.Clone(r.Rules)
+		if r.Challenge != nil {
+			c := *r.Challenge
+			r.Challenge = &c
+		}
+		w.Write(&r)
+		// The caller reuses its record, rules and challenge at once.
+		for i := range r.Rules {
+			r.Rules[i] = "reused"
+		}
+		if r.Challenge != nil {
+			r.Challenge.Bits = 99
+		}
+		r.Host = "reused"
+		want = append(want, tt.want)
+	}
+	many := Record{Time: testTime, Rules: []string{"a", "b", "c", "d", "e", "f"}, Action: ActionDeny}
+	w.Write(&many)
+	many.Rules[5] = "reused"
+	want = append(want, `{"time":"2026-12-03T10:32:08.123Z","weight":0,"rules":["a","b","c","d","e","f"],"action":"DENY","bytes":0,"duration_ms":0}`)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if !slices.Equal(got, want) {
+		t.Fatalf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if w.Written() != uint64(len(want)) || w.Dropped() != 0 {
+		t.Fatalf("Written, Dropped = %d, %d; want %d, 0", w.Written(), w.Dropped(), len(want))
+	}
+}
+
+func TestWriterStampsTime(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	w, err := NewWriter(Config{Output: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Truncate(time.Millisecond)
+	w.Write(&Record{Action: ActionAllow})
+	w.Close()
+	r, err := ParseLine(bytes.TrimSpace(buf.Bytes()))
+	if err != nil || r.Time.Before(before) || r.Time.After(time.Now()) {
+		t.Fatalf("time of a record written without one = %v, %v; want about now", r.Time, err)
+	}
+}
+
+// blockedWriter never returns from Write until released.
+type blockedWriter struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockedWriter) Write(p []byte) (int, error) {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	<-b.release
+	return len(p), nil
+}
+
+func TestWriterBlockedOutput(t *testing.T) {
+	t.Parallel()
+	const queue, n = 16, 10000
+	out := &blockedWriter{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	w, err := NewWriter(Config{Output: out, QueueSize: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := protocolRecords[1].rec
+	w.Write(&rec)
+	<-out.entered // the writing goroutine is now stuck in the output
+	for range n {
+		w.Write(&rec) // must return at once: the test hangs otherwise
+	}
+	if got := w.Dropped(); got != n-queue {
+		t.Errorf("Dropped = %d; want %d (all but the queue)", got, n-queue)
+	}
+	close(out.release)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Written(); got != 1+queue {
+		t.Errorf("Written = %d; want %d", got, 1+queue)
+	}
+}
+
+func TestWriterSampling(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name           string
+		sample         float64
+		minAll, maxAll int
+	}{
+		{"all_by_default", 0, 4000, 4000},
+		{"all", 1, 4000, 4000},
+		{"quarter", 0.25, 700, 1300}, // mean 1000, sd 27
+		{"tiny", 1e-9, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var buf bytes.Buffer
+			w, err := NewWriter(Config{Output: &buf, SampleAllow: tt.sample, QueueSize: 5000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4100 {
+				action := ActionAllow
+				if i%41 == 0 {
+					action = []string{ActionDeny, ActionChallenge, ActionRate, ActionPass}[i/41%4]
+				}
+				w.Write(&Record{Time: testTime, Action: action})
+			}
+			w.Close()
+			c, _ := NewCounter(TopOptions{By: "action"})
+			if err := c.Read(&buf); err != nil {
+				t.Fatal(err)
+			}
+			counts := map[string]int64{}
+			for _, r := range c.Rows(-1) {
+				counts[r.Value] = r.Count
+			}
+			if n := counts[ActionAllow]; n < int64(tt.minAll) || n > int64(tt.maxAll) {
+				t.Errorf("ALLOW written = %d; want %d to %d", n, tt.minAll, tt.maxAll)
+			}
+			if other := c.Records() - counts[ActionAllow]; other != 100 {
+				t.Errorf("other actions written = %d; want all 100", other)
+			}
+			if w.Skipped()+uint64(counts[ActionAllow]) != 4000 || w.Dropped() != 0 {
+				t.Errorf("Skipped = %d, Dropped = %d; want %d, 0", w.Skipped(), w.Dropped(), 4000-counts[ActionAllow])
+			}
+		})
+	}
+}
+
+func TestWriterRotation(t *testing.T) {
+	t.Parallel()
+	const n, keep = 5000, 2
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fp.jsonl")
+	w, err := NewWriter(Config{Path: path, MaxSizeMB: 1, MaxFiles: keep, QueueSize: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ua := strings.Repeat("x", 900) // lines of about 1 KiB: 5 MiB in all
+	for i := range n {
+		w.Write(&Record{Time: testTime, Path: fmt.Sprint("/", i), UserAgent: ua, Action: ActionAllow})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Written() != n || w.Dropped() != 0 || w.Err() != nil {
+		t.Fatalf("Written, Dropped, Err = %d, %d, %v; want %d, 0, nil", w.Written(), w.Dropped(), w.Err(), n)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rotated []string
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == "fp.jsonl":
+		case strings.HasPrefix(name, "fp-") && strings.HasSuffix(name, ".jsonl.gz"):
+			rotated = append(rotated, filepath.Join(dir, name))
+		default:
+			t.Errorf("unexpected file %s", name)
+		}
+	}
+	if len(rotated) != keep {
+		t.Fatalf("%d rotated files kept; want %d", len(rotated), keep)
+	}
+	slices.Sort(rotated) // oldest first
+	var seq []int
+	for _, name := range append(rotated, path) {
+		lines, size := readLog(t, name)
+		if size > 1<<20 {
+			t.Errorf("%s holds %d bytes; want at most 1 MiB", name, size)
+		}
+		for _, r := range lines {
+			var i int
+			fmt.Sscanf(r.Path, "/%d", &i)
+			seq = append(seq, i)
+		}
+	}
+	// The kept lines are the newest ones, in order, without a gap.
+	for j, i := range seq {
+		if want := n - len(seq) + j; i != want {
+			t.Fatalf("line %d of the kept files is record %d; want %d", j, i, want)
+		}
+	}
+	if len(seq) < 2<<10 {
+		t.Fatalf("kept %d lines; want at least two full files", len(seq))
+	}
+}
+
+// readLog reads a log file, gzipped or not, and returns its records and its
+// uncompressed size.
+func readLog(t *testing.T, name string) ([]Record, int) {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(name, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = zr
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var recs []Record
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, MaxLineBytes)
+	for sc.Scan() {
+		rec, err := ParseLine(sc.Bytes())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		recs = append(recs, rec)
+	}
+	return recs, len(data)
+}
+
+func TestWriterReopen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fp.jsonl")
+	w, err := NewWriter(Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		w.Write(&Record{Time: testTime, Action: ActionDeny})
+	}
+	// logrotate moves the file away, then the edge gets SIGHUP.
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		w.Write(&Record{Time: testTime, Action: ActionDeny})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		want int
+	}{
+		{path + ".1", 10},
+		{path, 5},
+	}
+	for _, tt := range tests {
+		if lines, _ := readLog(t, tt.name); len(lines) != tt.want {
+			t.Errorf("%s holds %d lines; want %d", tt.name, len(lines), tt.want)
+		}
+	}
+}
+
+func TestWriterClosed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  func(t *testing.T) Config
+	}{
+		{"file", func(t *testing.T) Config { return Config{Path: filepath.Join(t.TempDir(), "fp.jsonl")} }},
+		{"stdout", func(*testing.T) Config { return Config{Path: "-"} }},
+		{"output", func(*testing.T) Config { return Config{Output: io.Discard} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w, err := NewWriter(tt.cfg(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); !errors.Is(err, ErrClosed) {
+				t.Errorf("second Close error = %v; want ErrClosed", err)
+			}
+			w.Write(&Record{Action: ActionDeny})
+			if w.Dropped() != 1 {
+				t.Errorf("Dropped after a Write after Close = %d; want 1", w.Dropped())
+			}
+			if err := w.Reopen(); tt.name == "file" && !errors.Is(err, ErrClosed) {
+				t.Errorf("Reopen after Close error = %v; want ErrClosed", err)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		cfg      Config
+		problems int
+	}{
+		{"minimal", Config{Path: "fp.jsonl"}, 0},
+		{"full", Config{Path: "-", MaxSizeMB: 10, MaxFiles: 3, QueueSize: 100, ClientIP: ClientIPHash, HashKey: make([]byte, 32), SampleAllow: 0.1}, 0},
+		{"no_path", Config{}, 1},
+		{"negatives", Config{Path: "-", MaxSizeMB: -1, MaxFiles: -1, QueueSize: -1}, 3},
+		{"bad_mode", Config{Path: "-", ClientIP: "anonymize"}, 1},
+		{"hash_without_key", Config{Path: "-", ClientIP: ClientIPHash, HashKey: []byte("short")}, 1},
+		{"sample_out_of_range", Config{Path: "-", SampleAllow: 1.5}, 1},
+		{"everything_wrong", Config{MaxFiles: -2, ClientIP: ClientIPHash, SampleAllow: -1}, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.cfg.Validate()
+			var n int
+			if err != nil {
+				if !errors.Is(err, ErrConfig) {
+					t.Fatalf("Validate error %v does not wrap ErrConfig", err)
+				}
+				n = len(err.(interface{ Unwrap() []error }).Unwrap())
+			}
+			if n != tt.problems {
+				t.Fatalf("Validate = %v: %d problems; want %d", err, n, tt.problems)
+			}
+		})
+	}
+}
+
+func TestNewWriterMissingDirectory(t *testing.T) {
+	t.Parallel()
+	if _, err := NewWriter(Config{Path: filepath.Join(t.TempDir(), "missing", "fp.jsonl")}); err == nil {
+		t.Fatal("NewWriter in a missing directory succeeded")
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	w, err := NewWriter(Config{Output: io.Discard, QueueSize: 1 << 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	r := protocolRecords[1].rec
+	r.RemoteIP = netip.MustParseAddr("2001:db8::1")
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Write(&r)
+	}
+	b.ReportMetric(float64(w.Dropped())/float64(b.N), "dropped/op")
+}
+
+func BenchmarkAppendJSON(b *testing.B) {
+	r := protocolRecords[1].rec
+	buf := make([]byte, 0, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = r.AppendJSON(buf[:0])
+	}
+}
