@@ -45,7 +45,7 @@ var protocolRecords = []struct {
 			UserAgent: "Mozilla/5.0 (X11; Linux x86_64) Chrome/156.0", ClientFamily: "chrome",
 			Weight: 12, Rules: []string{"browser-ua", "no-accept-language"}, Action: ActionChallenge,
 			Challenge: &Challenge{Alg: "pow", Bits: 16},
-			Status: 200, Bytes: 3021, Duration: 250 * time.Microsecond,
+			Status:    200, Bytes: 3021, Duration: 250 * time.Microsecond,
 		},
 		want: `{"time":"2026-12-03T10:32:08.123Z","remote_ip":"2001:db8::1","host":"wiki.example.org","method":"GET","path":"/w/index.php","proto":"HTTP/2.0","tls_version":"1.3","sni":"wiki.example.org","alpn":"h2","ja4":"t13d1516h2_8daaf6152771_02713d6af862","ja4_r":"r","ja4_o":"o","ja4_ro":"ro","hfp":"h217_6f1c2d9a3b4e","hfp_r":":method,:authority,:scheme,:path,user-agent","h2fp":"1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p","ja4h":"ge20nn14enus_7cf2b917f4b0_000000000000_000000000000","user_agent":"Mozilla/5.0 (X11; Linux x86_64) Chrome/156.0","client_family":"chrome","weight":12,"rules":["browser-ua","no-accept-language"],"action":"CHALLENGE","challenge":{"alg":"pow","bits":16},"status":200,"bytes":3021,"duration_ms":0.25}`,
 	},
