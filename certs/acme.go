@@ -59,7 +59,7 @@ type acmeSource struct {
 type nameState struct {
 	name string
 	cert atomic.Pointer[tls.Certificate] // the certificate served; nil if none
-	kick chan struct{}                   // wakes the name's Run loop (buffered, 1)
+	kick chan struct{}                   // wakes the name's Run loop after an order (buffered, 1)
 
 	mu        sync.Mutex
 	ordering  chan struct{} // non-nil while an order runs; closed at its end
@@ -315,14 +315,16 @@ func (a *acmeSource) maintain(ctx context.Context, st *nameState) {
 }
 
 // nextAction returns how long st can wait before its next order: zero when
-// it is due now.
+// it is due now. A failure is retried at its retry time, even when the
+// current certificate is not yet due, so that the failure does not linger
+// in Status.
 func (a *acmeSource) nextAction(st *nameState) time.Duration {
 	now := a.cfg.now()
 	st.mu.Lock()
-	retry := st.nextRetry
+	failed, retry := st.lastErr != nil, st.nextRetry
 	st.mu.Unlock()
-	if now.Before(retry) {
-		return retry.Sub(now)
+	if failed {
+		return max(retry.Sub(now), 0)
 	}
 	c := st.cert.Load()
 	if c == nil {
@@ -376,6 +378,13 @@ func (a *acmeSource) obtain(ctx context.Context, st *nameState, force bool) erro
 	ch := make(chan struct{})
 	st.ordering = ch
 	st.mu.Unlock()
+	defer func() {
+		// Wake the name's Run loop: its next order may be due sooner now.
+		select {
+		case st.kick <- struct{}{}:
+		default:
+		}
+	}()
 
 	old := st.cert.Load()
 	c, err := a.fetch(ctx, st, old, force)

@@ -285,16 +285,27 @@ func TestACMECADown(t *testing.T) {
 		}
 	}
 
+	// A renewal asked for while the CA is down fails and changes nothing.
+	if err := m.Renew(t.Context(), cachedName); err == nil {
+		t.Error("Renew() with the CA down succeeded")
+	}
+	if _, _, err := edge.get(t, pebble.roots, cachedName, "1.1"); err != nil {
+		t.Errorf("cached site after a failed Renew: %v", err)
+	}
+
 	pebble.down.Store(false)
 	waitFor(t, "the certificate once the CA is back", func() bool { return ready(m, newName) })
 	if _, _, err := edge.get(t, pebble.roots, newName, "3"); err != nil {
 		t.Errorf("GET https://%s/ after the CA came back: %v", newName, err)
 	}
-	for _, s := range m.Status() {
-		if s.LastError != "" || !s.NextRetry.IsZero() {
-			t.Errorf("status after recovery = %+v, want no error", s)
+	waitFor(t, "no error left in Status", func() bool {
+		for _, s := range m.Status() {
+			if s.LastError != "" || !s.NextRetry.IsZero() || !s.Ready(time.Now()) {
+				return false
+			}
 		}
-	}
+		return true
+	})
 }
 
 // TestACMEOnDemand: without Run, the first handshake for a configured name

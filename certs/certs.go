@@ -114,7 +114,7 @@ const (
 // Event reports a certificate event to [Config.OnEvent].
 type Event struct {
 	Kind      EventKind
-	Name      string    // the host name
+	Name      string    // the host name (the certificate file in ModeFiles)
 	NotAfter  time.Time // the expiry of the certificate in use, if any
 	Err       error     // for EventFailed
 	NextRetry time.Time // for EventFailed: when the order is tried again
