@@ -209,7 +209,7 @@ func TestUpstreamDownGives502Quickly(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("502 took %v, longer than the dial timeout", d)
 	}
-	if !strings.Contains(body, "upstream_unreachable") || !strings.Contains(body, "request id: ") {
+	if !strings.Contains(body, "upstream_unreachable") || !strings.Contains(body, "Request ID") {
 		t.Errorf("502 page lacks reason or request id:\n%s", body)
 	}
 }

@@ -2,16 +2,22 @@ package edge
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/httpfp"
+	"github.com/maatproxy/maat/policy"
+	"github.com/maatproxy/maat/tlsfp"
 )
 
-// reqState is what the edge decided for one request; it travels to the
-// reverse proxy's hooks in the request context.
+// reqState is what the edge knows and decided for one request; it travels
+// to the reverse proxy's hooks in the request context.
 type reqState struct {
 	start       time.Time
 	id          string
@@ -23,12 +29,17 @@ type reqState struct {
 	target      *target
 	tries       int
 	tried       map[*target]bool
+	tls         *tlsfp.Fingerprint
+	http        *httpfp.Fingerprint
 	ja4         string
 	weight      int
 	action      string
+	challenge   *fplog.Challenge
+	rules       []string
+	rulesBuf    [8]string
 	status      int
 	upstreamErr error
-	demo        func(http.Header)
+	demo        bool
 }
 
 type stateKey struct{}
@@ -37,6 +48,15 @@ func stateOf(r *http.Request) *reqState {
 	st, _ := r.Context().Value(stateKey{}).(*reqState)
 	return st
 }
+
+// Actions as the fingerprint log and X-Maat-Action write them.
+const (
+	actAllow     = "ALLOW"
+	actPass      = "PASS"
+	actChallenge = "CHALLENGE"
+	actDeny      = "DENY"
+	actRate      = "RATE"
+)
 
 // serveTCP is the handler for HTTP/1.1 and HTTP/2: it advertises HTTP/3.
 func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
@@ -48,69 +68,211 @@ func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handlerH3() http.Handler { return http.HandlerFunc(s.serve) }
 
-// serve is the handler chain of DESIGN.md: site, /.maat/, policy,
-// challenge, upstream, log.
+// serve is the handler chain of DESIGN.md: site, /.maat/, fingerprints,
+// policy, pass cookie or challenge, upstream, log.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	rt := s.rt.Load()
-	st := &reqState{start: time.Now(), id: s.nextID()}
+	st := &reqState{start: time.Now(), id: s.nextID(), demo: rt.cfg.Demo}
 	st.peer = peerAddr(r.RemoteAddr)
 	st.peerTrusted = rt.trusted.contains(st.peer)
 	st.client = rt.trusted.clientAddr(st.peer, r.Header["X-Forwarded-For"])
+	st.tls = tlsfp.FromContext(r.Context())
+	if st.tls != nil {
+		st.ja4 = st.tls.JA4
+	}
+	if fp, ok := httpfp.FromRequest(r); ok {
+		st.http = fp
+	} else if r.ProtoMajor == 3 {
+		st.http = httpfp.NewH3Fingerprint(r, httpfp.Config{JA4H: rt.cfg.Fingerprints.JA4H})
+	}
 	rec := &recorder{ResponseWriter: w}
 	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	defer s.finish(rt, st, rec, r)
 
 	st.site = rt.sites.lookup(r.Host)
 	if st.site == nil {
-		s.errorPage(rec, r, http.StatusMisdirectedRequest, "unknown_site")
+		st.action = actDeny
+		s.plainError(rec, st, http.StatusMisdirectedRequest, "unknown_site")
 		return
 	}
-	st.action = "ALLOW"
+	if strings.HasPrefix(r.URL.Path, "/.maat/") {
+		st.action = actAllow
+		rt.maat.ServeHTTP(rec, r)
+		return
+	}
+
+	pr := policy.Request{
+		RemoteAddr: st.client,
+		Host:       r.Host,
+		Method:     r.Method,
+		Path:       r.URL.Path,
+		RawQuery:   r.URL.RawQuery,
+		Proto:      r.Proto,
+		TLS:        true,
+		Header:     r.Header,
+		JA4:        st.ja4,
+	}
+	if st.tls != nil {
+		pr.ClientFamily, pr.ClientVersions = st.tls.Client.Family, st.tls.Client.Versions
+	}
+	if st.http != nil {
+		pr.HFP, pr.H2FP = st.http.HFP, st.http.H2FP
+		if st.http.Ordered {
+			pr.HeaderOrder = st.http.Names
+		}
+	}
+	if policy.ClaimedCrawler(r.UserAgent()) != "" {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		pr.CrawlerVerified = s.verifier.Verify(ctx, r.UserAgent(), st.client)
+		cancel()
+	}
+	dec := rt.policy.Evaluate(&pr)
+	st.weight = dec.Weight
+	st.rules = dec.AppendNames(st.rulesBuf[:0])
+	cl := challenge.Client{IP: st.client, JA4: st.ja4}
+
+	switch dec.Action {
+	case policy.DENY:
+		st.action = actDeny
+		rt.challenger.Deny(rec, r, st.id, ruleReason(dec.Rule))
+		return
+	case policy.RATE:
+		ok, retry, err := s.store.Take(r.Context(), dec.Rate.Key, dec.Rate.Rate, dec.Rate.Burst)
+		if err != nil {
+			// The shared store is down: serve rather than lock everyone out.
+			s.log.LogAttrs(r.Context(), slog.LevelError, "rate_store_failed", slog.String("error", err.Error()))
+		} else if !ok {
+			st.action = actRate
+			rt.challenger.RateLimited(rec, r, st.id, retry)
+			return
+		}
+		st.action = actAllow
+	case policy.CHALLENGE:
+		if reason := rt.challenger.Check(r, cl, dec.Challenge.Bits); reason != challenge.PassOK {
+			st.action = actChallenge
+			st.challenge = &fplog.Challenge{Alg: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits}
+			s.metrics.challenges.WithLabelValues("issued", reason.String()).Inc()
+			rt.challenger.Challenge(rec, r, cl, challenge.Spec{Algorithm: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits, Rule: dec.Rule}, st.id)
+			return
+		}
+		st.action = actPass
+	default:
+		st.action = actAllow
+		if rt.challenger.Check(r, cl, 0) == challenge.PassOK {
+			st.action = actPass
+		}
+	}
+	s.forward(rec, r, st)
+}
+
+// forward sends the request to the route's upstream.
+func (s *Server) forward(w *recorder, r *http.Request, st *reqState) {
 	st.route = st.site.route(r.URL.Path)
 	st.target = st.route.pool.pick(st.start, nil)
 	if st.site.maxBody > 0 && r.Body != nil {
-		r.Body = http.MaxBytesReader(rec, r.Body, st.site.maxBody)
+		r.Body = http.MaxBytesReader(w, r.Body, st.site.maxBody)
 	}
-	if rt.cfg.Demo {
-		st.demo = func(h http.Header) { demoHeaders(h, r, st) }
-	}
-	s.proxy.ServeHTTP(rec, r)
+	s.proxy.ServeHTTP(w, r)
 }
 
-// errorPage answers with a short page naming the reason and request id.
+func ruleReason(rule string) string {
+	if rule == "" {
+		return "policy"
+	}
+	return rule
+}
+
+// finish writes the fingerprint log line and the metrics of a request.
+func (s *Server) finish(rt *snapshot, st *reqState, rec *recorder, r *http.Request) {
+	status := rec.status
+	if st.status != 0 {
+		status = st.status
+	}
+	siteName := "unknown"
+	if st.site != nil {
+		siteName = st.site.name
+	}
+	s.metrics.requests.WithLabelValues(siteName, st.action, protoLabel(r.ProtoMajor)).Inc()
+	if s.fplog == nil {
+		return
+	}
+	rec2 := fplog.Record{
+		Time:      st.start,
+		RemoteIP:  st.client,
+		Host:      r.Host,
+		Method:    r.Method,
+		Path:      r.URL.Path,
+		Proto:     r.Proto,
+		JA4:       st.ja4,
+		UserAgent: r.UserAgent(),
+		Weight:    st.weight,
+		Rules:     st.rules,
+		Action:    st.action,
+		Challenge: st.challenge,
+		Status:    status,
+		Bytes:     rec.bytes,
+		Duration:  time.Since(st.start),
+	}
+	if f := st.tls; f != nil {
+		rec2.TLSVersion, rec2.SNI, rec2.ALPN = f.TLSVersion, f.SNI, f.ALPN
+		rec2.JA4R, rec2.JA4O, rec2.JA4RO = f.JA4R, f.JA4O, f.JA4RO
+		rec2.ClientFamily = f.Client.Family
+	}
+	if h := st.http; h != nil {
+		rec2.HFP, rec2.HFPR, rec2.H2FP = h.HFP, h.HFPR, h.H2FP
+		if rt.cfg.Fingerprints.JA4H {
+			rec2.JA4H = h.JA4H
+		}
+	}
+	s.fplog.Write(&rec2)
+}
+
+func protoLabel(major int) string {
+	switch major {
+	case 3:
+		return "h3"
+	case 2:
+		return "h2"
+	}
+	return "h1"
+}
+
+// challengeClient is what /.maat/pass binds a pass to.
+func (s *Server) challengeClient(r *http.Request) challenge.Client {
+	st := stateOf(r)
+	if st == nil {
+		return challenge.Client{IP: peerAddr(r.RemoteAddr)}
+	}
+	return challenge.Client{IP: st.client, JA4: st.ja4}
+}
+
+// errorPage answers an upstream failure with the localized error page.
 func (s *Server) errorPage(w http.ResponseWriter, r *http.Request, status int, reason string) {
 	st := stateOf(r)
-	id := ""
-	if st != nil {
-		id = st.id
+	siteName := "unknown"
+	if st.site != nil {
+		siteName = st.site.name
 	}
+	s.metrics.upErrors.WithLabelValues(siteName, reason).Inc()
+	s.rt.Load().challenger.Error(w, r, status, st.id, reason)
+}
+
+// plainError answers without a site: a short text naming reason and id.
+func (s *Server) plainError(w http.ResponseWriter, st *reqState, status int, reason string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(strconv.Itoa(status) + " " + http.StatusText(status) + "\n\n" + errorText(reason) +
-		"\nreason: " + reason + "\nrequest id: " + id + "\n"))
+	_, _ = w.Write([]byte(strconv.Itoa(status) + " " + http.StatusText(status) +
+		"\n\nThis server does not serve that host name.\nreason: " + reason + "\nrequest id: " + st.id + "\n"))
 }
-
-func errorText(reason string) string {
-	switch reason {
-	case "upstream_unreachable":
-		return "The site's server cannot be reached right now. Please try again in a moment."
-	case "upstream_timeout":
-		return "The site's server took too long to answer. Please try again in a moment."
-	case "unknown_site":
-		return "This server does not serve that host name."
-	}
-	return "The site's server answered with an error."
-}
-
-var idSeq atomic.Uint64
 
 // nextID returns a request id: process prefix and a counter, cheap and unique
 // per node.
 func (s *Server) nextID() string {
 	var b [24]byte
 	n := copy(b[:], s.idPrefix)
-	return string(strconv.AppendUint(b[:n], idSeq.Add(1), 36))
+	return string(strconv.AppendUint(b[:n], s.idSeq.Add(1), 36))
 }
 
 // recorder remembers the status and size of a response. It unwraps for
@@ -145,9 +307,24 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // demoHeaders tells the demo upstream what the edge saw; only `edge demo`
-// sends these.
+// sends these (DESIGN.md's contract headers are sent always).
 func demoHeaders(h http.Header, r *http.Request, st *reqState) {
 	h["X-Maat-Proto"] = []string{r.Proto}
 	h["X-Maat-Client"] = []string{st.client.String()}
-	_ = strings.ToLower
+	if st.tls != nil {
+		h["X-Maat-Tls-Version"] = []string{st.tls.TLSVersion}
+		if st.tls.Client.Family != "" {
+			h["X-Maat-Family"] = []string{st.tls.Client.Family + " " + st.tls.Client.Versions}
+		}
+	}
+	if st.http != nil {
+		h["X-Maat-Hfp"] = []string{st.http.HFP}
+		h["X-Maat-Header-Order"] = []string{strings.Join(st.http.Names, ", ")}
+		if st.http.H2FP != "" {
+			h["X-Maat-H2fp"] = []string{st.http.H2FP}
+		}
+	}
+	if len(st.rules) > 0 {
+		h["X-Maat-Rules"] = []string{strings.Join(st.rules, ", ")}
+	}
 }

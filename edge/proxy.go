@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -77,8 +78,8 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	}
 	h["X-Maat-Weight"] = []string{strconv.Itoa(st.weight)}
 	h["X-Maat-Action"] = []string{st.action}
-	if st.demo != nil {
-		st.demo(h)
+	if st.demo {
+		demoHeaders(h, pr.In, st)
 	}
 }
 
@@ -92,6 +93,7 @@ func joinURLPath(base string, u interface{ EscapedPath() string }) (string, stri
 func (s *Server) upstreamResponse(res *http.Response) error {
 	st := stateOf(res.Request)
 	st.route.pool.ok(st.target)
+	s.metrics.upstream.WithLabelValues(st.site.name).Observe(sinceSeconds(st.start))
 	return nil
 }
 
@@ -130,6 +132,8 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 		reason = "upstream_error"
 	}
 	st.upstreamErr = err
+	s.log.LogAttrs(r.Context(), slog.LevelWarn, "upstream_failed", slog.String("request_id", st.id),
+		slog.String("upstream", st.target.url.Host), slog.String("reason", reason), slog.String("error", err.Error()))
 	s.errorPage(w, r, status, reason)
 }
 

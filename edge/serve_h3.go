@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/maatproxy/maat/tlsfp"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 )
@@ -19,10 +20,12 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 	tr := &quic.Transport{
 		Conn: udp,
 		ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-			return ctx, nil
+			return tlsfp.NewContext(ctx, tlsfp.NewCapture()), nil
 		},
 	}
-	tlsConf := http3.ConfigureTLSConfig(s.tlsConf)
+	base := s.tlsConf.Clone()
+	base.GetConfigForClient = tlsfp.GetConfigForClient(base.GetConfigForClient)
+	tlsConf := http3.ConfigureTLSConfig(base)
 	qconf := &quic.Config{
 		HandshakeIdleTimeout: s.base.Timeouts.Handshake.D(),
 		MaxIdleTimeout:       s.base.Timeouts.Idle.D(),

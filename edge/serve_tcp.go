@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/maatproxy/maat/httpfp"
+	"github.com/maatproxy/maat/tlsfp"
 	"github.com/quic-go/quic-go"
 	"golang.org/x/net/http2"
 )
@@ -55,36 +57,58 @@ func (s *Server) handleTLS(c net.Conn) {
 			s.answerPlainHTTP(c, first)
 			return
 		}
+		s.metrics.handshakes.WithLabelValues("failed", "tcp").Inc()
 		s.log.LogAttrs(context.Background(), slog.LevelDebug, "tls_handshake_failed",
 			slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error()))
 		_ = c.Close()
 		return
 	}
+	s.metrics.handshakes.WithLabelValues("ok", "tcp").Inc()
 	st := tc.ConnectionState()
-	info := &connInfo{tls: st}
+	info := &connInfo{tls: st, fp: tlsfp.ConnOf(c)}
+	hcfg := httpfp.Config{JA4H: s.rt.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: s.h1.MaxHeaderBytes}
 	switch st.NegotiatedProtocol {
 	case "h2":
 		s.h2conns.Add(1)
 		defer s.h2conns.Done()
-		s.h2.ServeConn(tc, &http2.ServeConnOpts{
-			Context:    withConnInfo(s.bg, info),
+		hc := httpfp.NewConn(tc, httpfp.H2, hcfg)
+		s.h2.ServeConn(hc, &http2.ServeConnOpts{
+			Context:    httpfp.NewContext(withConnInfo(s.bg, info), hc),
 			BaseConfig: s.h1,
 			Handler:    s.h1.Handler,
 		})
+		if err := hc.Err(); err != nil {
+			s.log.LogAttrs(context.Background(), slog.LevelInfo, "http2_fingerprint_failed",
+				slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error()))
+		}
 	case "acme-tls/1":
 		_ = tc.Close() // the TLS-ALPN-01 answer was the handshake itself
 	default:
-		if !s.h1ln.push(&infoConn{Conn: tc, info: info}) {
+		hc := httpfp.NewConn(tc, httpfp.H1, hcfg)
+		if !s.h1ln.push(&infoConn{Conn: hc, info: info, fp: hc}) {
 			_ = tc.Close()
 		}
 	}
+}
+
+// helloError logs a ClientHello that could not be fingerprinted, once per
+// connection. Plain HTTP on the TLS port is answered, not logged.
+func (s *Server) helloError(remote net.Addr, err error) {
+	if errors.Is(err, tlsfp.ErrNotTLS) {
+		s.metrics.handshakes.WithLabelValues("plain_http", "tcp").Inc()
+		return
+	}
+	s.metrics.handshakes.WithLabelValues("bad_hello", "tcp").Inc()
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "bad_client_hello",
+		slog.String("remote", remote.String()), slog.String("error", err.Error()))
 }
 
 // connInfo is what the edge knows about a connection; it travels in the
 // connection's context.
 type connInfo struct {
 	tls  tls.ConnectionState
-	quic *quic.Conn // HTTP/3: the state is read when a request needs it
+	fp   tlsfp.Source // nil if the hello was not fingerprinted
+	quic *quic.Conn   // HTTP/3: the state is read when a request needs it
 }
 
 func (ci *connInfo) tlsState() *tls.ConnectionState {
@@ -98,6 +122,9 @@ func (ci *connInfo) tlsState() *tls.ConnectionState {
 type connInfoKey struct{}
 
 func withConnInfo(ctx context.Context, ci *connInfo) context.Context {
+	if ci.fp != nil {
+		ctx = tlsfp.NewContext(ctx, ci.fp)
+	}
 	return context.WithValue(ctx, connInfoKey{}, ci)
 }
 
@@ -110,11 +137,12 @@ func connInfoFrom(ctx context.Context) *connInfo {
 type infoConn struct {
 	net.Conn
 	info *connInfo
+	fp   *httpfp.Conn
 }
 
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	if ic, ok := c.(*infoConn); ok {
-		return withConnInfo(ctx, ic.info)
+		return httpfp.NewContext(withConnInfo(ctx, ic.info), ic.fp)
 	}
 	return ctx
 }

@@ -20,6 +20,10 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/policy"
+	"github.com/maatproxy/maat/tlsfp"
 )
 
 // Server is the edge: its listeners, the handler chain and the state that a
@@ -53,13 +57,24 @@ type Server struct {
 	bg        context.Context
 	bgCancel  context.CancelFunc
 	idPrefix  string
+	idSeq     atomic.Uint64
+
+	secret   []byte
+	store    sharedStore
+	messages challenge.Messages
+	fplog    *fplog.Writer // nil when off
+	verifier *policy.Verifier
+	metrics  *metrics
 }
 
 // snapshot is what a reload replaces at once: sites, routes, policy.
 type snapshot struct {
-	cfg     Config
-	sites   *siteTable
-	trusted trustedProxies
+	cfg        Config
+	sites      *siteTable
+	trusted    trustedProxies
+	policy     *policy.Policy
+	challenger *challenge.Challenger
+	maat       http.Handler // everything under /.maat/
 }
 
 // Addrs are the bound addresses, once Start returned.
@@ -79,17 +94,45 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{log: log, base: cfg, idPrefix: randomPrefix()}
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
-	rt, err := s.newRuntime(cfg)
+	var err error
+	if s.secret, err = loadSecret(cfg.Challenge.SecretFile); err != nil {
+		return nil, err
+	}
+	if s.messages, err = newMessages(); err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(s.bg, 10*time.Second)
+	s.store, err = openStore(sctx, cfg.Store)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
+	if s.verifier, err = policy.NewVerifier(policy.VerifierConfig{}); err != nil {
+		return nil, fmt.Errorf("edge: crawler verifier: %w", err)
+	}
+	rt, err := s.newRuntime(cfg)
+	if err != nil {
+		_ = s.store.Close()
+		return nil, err
+	}
 	s.rt.Store(rt)
+	if s.fplog, err = newFPLog(&cfg, s.secret); err != nil {
+		_ = s.store.Close()
+		return nil, err
+	}
 
 	cm, err := certs.New(certsConfig(&cfg))
 	if err != nil {
 		return nil, fmt.Errorf("edge: certificates: %w", err)
 	}
 	s.certs = cm
+	s.metrics = newMetrics(s)
+	if s.fplog != nil {
+		s.metrics.addCounterFunc("maat_fplog_lines_total", "Fingerprint log lines by result.",
+			map[string]string{"result": "written"}, func() float64 { return float64(s.fplog.Written()) })
+		s.metrics.addCounterFunc("maat_fplog_lines_dropped_total", "Fingerprint log lines dropped because the writer fell behind.",
+			nil, func() float64 { return float64(s.fplog.Dropped()) })
+	}
 	s.tlsConf = cm.TLSConfig()
 	s.transport = newTransport(cfg.Timeouts)
 	s.proxy = s.newReverseProxy(s.transport)
@@ -137,6 +180,18 @@ func (s *Server) newRuntime(cfg Config) (*snapshot, error) {
 	for _, p := range cfg.TrustedProxies {
 		rt.trusted = append(rt.trusted, netipPrefix(p))
 	}
+	pol, err := loadPolicy(cfg.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("edge: policy: %w", err)
+	}
+	for _, w := range pol.Warnings() {
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "policy_warning", slog.String("policy", cfg.Policy), slog.String("warning", w))
+	}
+	rt.policy = pol
+	if rt.challenger, err = s.newChallenger(&cfg, pol.Version()); err != nil {
+		return nil, fmt.Errorf("edge: challenge: %w", err)
+	}
+	rt.maat = rt.challenger.Handler(s.challengeClient)
 	return rt, nil
 }
 
@@ -161,6 +216,11 @@ func (s *Server) Reload(cfg Config) error {
 		}
 	}
 	s.rt.Store(rt)
+	if s.fplog != nil {
+		if err := s.fplog.Reopen(); err != nil { // for external rotation
+			s.log.LogAttrs(context.Background(), slog.LevelError, "fplog_reopen_failed", slog.String("error", err.Error()))
+		}
+	}
 	return nil
 }
 
@@ -220,6 +280,7 @@ func (s *Server) Start() error {
 	if cfg.Listen.ProxyProtocol {
 		tcp = &proxyListener{Listener: ln, timeout: cfg.Timeouts.Handshake.D()}
 	}
+	tcp = tlsfp.NewListener(tcp, tlsfp.Config{HelloTimeout: cfg.Timeouts.Handshake.D(), OnError: s.helloError})
 	go s.acceptTLS(tcp)
 	go func() { _ = s.certs.Run(s.bg) }()
 	return nil
@@ -300,6 +361,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	_ = s.h1.Close()
 	s.bgCancel()
 	s.transport.CloseIdleConnections()
+	if s.fplog != nil {
+		_ = s.fplog.Close() // flushes
+	}
+	_ = s.store.Close()
 	return err
 }
 

@@ -1,0 +1,139 @@
+package edge
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/locales"
+	"github.com/maatproxy/maat/policy"
+	"github.com/maatproxy/maat/store"
+)
+
+// sharedStore is what the edge needs of the store: single-use marks for
+// challenges, token buckets for RATE.
+type sharedStore interface {
+	challenge.Marker
+	Take(ctx context.Context, key string, rate float64, burst int) (bool, time.Duration, error)
+	Close() error
+}
+
+func openStore(ctx context.Context, cfg StoreConfig) (sharedStore, error) {
+	if cfg.Kind == "redis" {
+		r, err := store.NewRedis(ctx, cfg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("edge: store: %w", err)
+		}
+		return r, nil
+	}
+	return store.NewMemory(), nil
+}
+
+// loadSecret reads the challenge secret, generating it on first start. An
+// empty path means a random secret for this process only.
+func loadSecret(path string) ([]byte, error) {
+	if path == "" {
+		return randomBytes(32), nil
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if len(b) < challenge.MinSecretLen {
+			return nil, fmt.Errorf("edge: secret file %s holds %d bytes, want at least %d", path, len(b), challenge.MinSecretLen)
+		}
+		return b, nil
+	case errors.Is(err, fs.ErrNotExist):
+		b = randomBytes(32)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("edge: secret file: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			if errors.Is(err, fs.ErrExist) { // another node or process was first
+				return loadSecret(path)
+			}
+			return nil, fmt.Errorf("edge: secret file: %w", err)
+		}
+		if _, err := f.Write(b); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("edge: secret file: %w", err)
+		}
+		return b, f.Close()
+	default:
+		return nil, fmt.Errorf("edge: secret file: %w", err)
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+// derive returns a key for one purpose from the shared secret.
+func derive(secret []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
+}
+
+// loadPolicy reads the configured policy, or the built-in default.
+func loadPolicy(path string) (*policy.Policy, error) {
+	if path == "" {
+		return policy.Default()
+	}
+	return policy.Load(path, policy.Options{})
+}
+
+// newChallenger builds the challenger of a snapshot: it carries the policy
+// version, so a changed policy re-challenges.
+func (s *Server) newChallenger(cfg *Config, version string) (*challenge.Challenger, error) {
+	bind, err := challenge.ParseBinding(cfg.Challenge.Bind)
+	if err != nil {
+		return nil, err
+	}
+	return challenge.New(challenge.Config{
+		Secret:        s.secret,
+		PassTTL:       cfg.Challenge.PassTTL.D(),
+		Marker:        s.store,
+		Bind:          bind,
+		PolicyVersion: version,
+		Messages:      s.messages,
+	})
+}
+
+// newFPLog opens the fingerprint log, or returns nil when it is off.
+func newFPLog(cfg *Config, secret []byte) (*fplog.Writer, error) {
+	if cfg.Log.Fingerprints == "" {
+		return nil, nil
+	}
+	w, err := fplog.NewWriter(fplog.Config{
+		Path:        cfg.Log.Fingerprints,
+		MaxSizeMB:   cfg.Log.MaxSizeMB,
+		MaxFiles:    cfg.Log.MaxFiles,
+		ClientIP:    cfg.Log.ClientIP,
+		HashKey:     derive(secret, "maat fplog client_ip"),
+		SampleAllow: cfg.Log.SampleAllow,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("edge: fingerprint log: %w", err)
+	}
+	return w, nil
+}
+
+func newMessages() (challenge.Messages, error) {
+	c, err := locales.New()
+	if err != nil {
+		return nil, fmt.Errorf("edge: locales: %w", err)
+	}
+	return c, nil
+}

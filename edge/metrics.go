@@ -1,0 +1,80 @@
+package edge
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the edge's Prometheus series. No label ever takes a value a
+// client chose: sites are named by their first configured host name, and
+// every other label has a fixed set of values.
+type metrics struct {
+	reg        *prometheus.Registry
+	requests   *prometheus.CounterVec   // site, action, proto
+	challenges *prometheus.CounterVec   // result (issued|passed|failed), reason
+	solve      prometheus.Histogram     // seconds from issue to a good answer, server-measured
+	upstream   *prometheus.HistogramVec // site
+	upErrors   *prometheus.CounterVec   // site, reason
+	handshakes *prometheus.CounterVec   // result (ok|failed|plain_http), proto (tcp|quic)
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "maat_requests_total", Help: "Requests by site, decision and protocol.",
+	}, []string{"site", "action", "proto"})
+	m.challenges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "maat_challenges_total", Help: "Challenges issued, passed and failed (by reason).",
+	}, []string{"result", "reason"})
+	m.solve = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "maat_challenge_solve_seconds", Help: "Time from a challenge's issue to its accepted answer.",
+		Buckets: []float64{0.25, 0.5, 1, 2, 4, 8, 16, 32, 64},
+	})
+	m.upstream = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "maat_upstream_duration_seconds", Help: "Time to the upstream's response header.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+	}, []string{"site"})
+	m.upErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "maat_upstream_errors_total", Help: "Upstream exchanges that failed, by reason.",
+	}, []string{"site", "reason"})
+	m.handshakes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "maat_tls_handshakes_total", Help: "TLS handshakes by result and transport.",
+	}, []string{"result", "transport"})
+	certExpiry := prometheus.NewDesc("maat_certificate_expiry_timestamp_seconds",
+		"Expiry of the certificate in use, per configured name.", []string{"name"}, nil)
+	m.reg.MustRegister(m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.handshakes,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectorFunc{desc: certExpiry, collect: func(ch chan<- prometheus.Metric) {
+			for _, ns := range s.certs.Status() {
+				if !ns.NotAfter.IsZero() {
+					ch <- prometheus.MustNewConstMetric(certExpiry, prometheus.GaugeValue, float64(ns.NotAfter.Unix()), ns.Name)
+				}
+			}
+		}},
+	)
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// collectorFunc is a collector whose samples are computed at scrape time.
+type collectorFunc struct {
+	desc    *prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
+// addCounterFunc registers a counter read at scrape time (e.g. log lines).
+func (m *metrics) addCounterFunc(name, help string, labels prometheus.Labels, f func() float64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f))
+}
+
+func sinceSeconds(t time.Time) float64 { return time.Since(t).Seconds() }
