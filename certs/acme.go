@@ -425,6 +425,13 @@ func (a *acmeSource) obtain(ctx context.Context, st *nameState, force bool) erro
 // that is not yet due for renewal (unless force), or a new one from the CA,
 // which it stores in the cache.
 func (a *acmeSource) fetch(ctx context.Context, st *nameState, old *tls.Certificate, force bool) (*tls.Certificate, error) {
+	if l, ok := a.cache.(Locker); ok {
+		unlock, err := l.Lock(ctx, st.name+"+lock")
+		if err != nil {
+			return nil, fmt.Errorf("certs: locking %q for an order: %w", st.name, err)
+		}
+		defer unlock()
+	}
 	if !force {
 		c, err := a.cacheGet(ctx, st.name)
 		if err == nil && a.cfg.now().Before(a.renewAt(c.Leaf)) {

@@ -434,3 +434,100 @@ func TestACMERenewal(t *testing.T) {
 		t.Errorf("Status() after renewal = %+v, want no error", st)
 	}
 }
+
+// sharedCache is a Cache with a Locker, in memory, as two nodes would share
+// one in Redis.
+type sharedCache struct {
+	mu    sync.Mutex
+	data  map[string][]byte
+	locks map[string]chan struct{}
+}
+
+func newSharedCache() *sharedCache {
+	return &sharedCache{data: map[string][]byte{}, locks: map[string]chan struct{}{}}
+}
+
+func (c *sharedCache) Get(_ context.Context, key string) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.data[key]
+	if !ok {
+		return nil, certs.ErrCacheMiss
+	}
+	return b, nil
+}
+
+func (c *sharedCache) Put(_ context.Context, key string, data []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.data[key] = data
+	return nil
+}
+
+func (c *sharedCache) Delete(_ context.Context, key string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.data, key)
+	return nil
+}
+
+func (c *sharedCache) Lock(ctx context.Context, key string) (func(), error) {
+	c.mu.Lock()
+	l, ok := c.locks[key]
+	if !ok {
+		l = make(chan struct{}, 1)
+		c.locks[key] = l
+	}
+	c.mu.Unlock()
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestACMESharedCache: two nodes sharing a cache with a lock order a name
+// once between them, and a node answers the challenge of an order that the
+// other runs.
+func TestACMESharedCache(t *testing.T) {
+	t.Parallel()
+	const name = "shared.maat.test"
+	edge, tcp, udp, plain := newTestEdge(t)
+	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{})
+	cache := newSharedCache()
+	node := func() *certs.Manager {
+		m, err := certs.New(certs.Config{
+			Mode:         certs.ModeACME,
+			Cache:        cache,
+			Hosts:        []string{name},
+			DirectoryURL: pebble.dirURL,
+			CARootsFile:  pebble.rootsFile,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	a, b := node(), node()
+	edge.serve(t, b, tcp, udp, plain) // the CA reaches node b only
+	go a.Run(t.Context())
+	go b.Run(t.Context())
+	waitFor(t, "both nodes' certificates", func() bool { return ready(a, name) && ready(b, name) })
+	if n := pebble.ordersFor(name); n != 1 {
+		t.Errorf("%d orders from two nodes, want 1", n)
+	}
+
+	// Node a orders; the CA's tls-alpn-01 request reaches node b, which
+	// finds the answer in the shared cache.
+	alpnBefore, _ := edge.counts(name)
+	if err := a.Renew(t.Context(), name); err != nil {
+		t.Fatalf("Renew() on the node the CA cannot reach: %v", err)
+	}
+	if alpn, _ := edge.counts(name); alpn == alpnBefore {
+		t.Error("node b answered no tls-alpn-01 challenge for node a's order")
+	}
+	if n := pebble.ordersFor(name); n != 2 {
+		t.Errorf("%d orders, want 2", n)
+	}
+}

@@ -26,3 +26,14 @@ type Cache interface {
 // 0600 through a temporary file and a rename, in a directory created with
 // mode 0700. It is autocert.DirCache.
 type DirCache = autocert.DirCache
+
+// Locker is implemented by a [Cache] that several nodes share (Redis, for
+// instance). Before ordering a name's certificate a Manager takes the lock
+// named after it, then looks in the cache again: so one node orders and the
+// others read what it stored. Challenge answers go to the cache too, so that
+// whichever node the CA reaches can answer.
+type Locker interface {
+	// Lock blocks until it holds key across all nodes, or ctx is done. The
+	// lock must outlive an order (ten minutes) unless unlock is called.
+	Lock(ctx context.Context, key string) (unlock func(), err error)
+}
