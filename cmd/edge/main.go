@@ -66,9 +66,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
-	}
-	if f, ok := extraCommands[cmd]; ok {
-		return f(ctx, rest, stdout, stderr)
+	case "policy":
+		return runPolicy(ctx, rest, stdout, stderr)
+	case "robots2policy":
+		return runRobots(ctx, rest, stdout, stderr)
+	case "fp":
+		return runFP(ctx, rest, stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
@@ -200,6 +203,3 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "%s: ok\n", args[1])
 	return nil
 }
-
-// extraCommands are the subcommands that the leaves provide through edge.
-var extraCommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{}
