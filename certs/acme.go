@@ -388,16 +388,25 @@ func (a *acmeSource) obtain(ctx context.Context, st *nameState, force bool) erro
 
 	old := st.cert.Load()
 	c, err := a.fetch(ctx, st, old, force)
+	e := a.record(st, old, c, err)
+	close(ch)
+	// After the state's lock is released: the hook may well call Status.
+	a.cfg.event(e)
+	return err
+}
 
+// record stores the outcome of an order in st and returns its event.
+func (a *acmeSource) record(st *nameState, old, c *tls.Certificate, err error) Event {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	defer close(ch)
 	st.ordering = nil
 	if err != nil {
 		st.failures++
 		d := a.backoff(st.failures)
-		if ra, ok := acme.RateLimit(err); ok && ra > d {
-			d = ra
+		if ae := (*acme.Error)(nil); errors.As(err, &ae) {
+			if ra, ok := acme.RateLimit(ae); ok && ra > d {
+				d = ra // the CA's Retry-After
+			}
 		}
 		st.lastErr = err
 		st.nextRetry = a.cfg.now().Add(d)
@@ -405,20 +414,18 @@ func (a *acmeSource) obtain(ctx context.Context, st *nameState, force bool) erro
 		if old != nil {
 			e.NotAfter = old.Leaf.NotAfter
 		}
-		a.cfg.event(e)
-		return err
+		return e
 	}
 	st.cert.Store(c)
 	st.lastErr, st.failures, st.nextRetry = nil, 0, time.Time{}
 	kind := EventObtained
-	if old != nil {
+	switch {
+	case c == old:
+		kind = EventLoaded
+	case old != nil:
 		kind = EventRenewed
 	}
-	if c == old {
-		kind = EventLoaded
-	}
-	a.cfg.event(Event{Kind: kind, Name: st.name, NotAfter: c.Leaf.NotAfter})
-	return nil
+	return Event{Kind: kind, Name: st.name, NotAfter: c.Leaf.NotAfter}
 }
 
 // fetch returns a newer certificate for st than old: one the cache holds

@@ -54,15 +54,15 @@ func (f *fileSource) load() (*tls.Certificate, error) {
 func (f *fileSource) reload() error {
 	c, err := f.load()
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.lastErr = err
-	if err != nil {
-		f.cfg.event(Event{Kind: EventFailed, Name: f.cfg.CertFile, NotAfter: f.cert.Leaf.NotAfter, Err: err})
-		return err
+	e := Event{Kind: EventFailed, Name: f.cfg.CertFile, NotAfter: f.cert.Leaf.NotAfter, Err: err}
+	if err == nil {
+		f.cert = c
+		e = Event{Kind: EventLoaded, Name: f.cfg.CertFile, NotAfter: c.Leaf.NotAfter}
 	}
-	f.cert = c
-	f.cfg.event(Event{Kind: EventLoaded, Name: f.cfg.CertFile, NotAfter: c.Leaf.NotAfter})
-	return nil
+	f.mu.Unlock()
+	f.cfg.event(e) // unlocked: the hook may call Status
+	return err
 }
 
 func (f *fileSource) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
