@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -47,7 +48,58 @@ func (c Config) maxHeaderBytes() int {
 // pending is a captured request waiting for its handler.
 type pending struct {
 	method, host, uri string // what the server will put in the *http.Request
+	sum               uint64 // fieldsSum of the fields (HTTP/2 and HTTP/3)
 	fp                Fingerprint
+}
+
+// fieldHash hashes one header field (FNV-1a over the lowercased name, a
+// zero byte and the value, then a final mix).
+func fieldHash(name, value string) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		h = (h ^ uint64(c)) * prime
+	}
+	h *= prime
+	for i := 0; i < len(value); i++ {
+		h = (h ^ uint64(value[i])) * prime
+	}
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	return h ^ h>>32
+}
+
+// summed reports whether a field counts in the sum that tells concurrent
+// requests apart: the server leaves it in http.Request.Header as sent
+// (x/net/http2 and quic-go drop Host, Expect and Trailer and merge Cookie).
+func summed(name string) bool {
+	if len(name) == 0 || name[0] == ':' {
+		return false
+	}
+	for _, n := range [...]string{"host", "cookie", "expect", "trailer", "content-length"} {
+		if len(name) == len(n) && strings.EqualFold(name, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// headerSum is the order-independent sum of fieldHash over r.Header.
+func headerSum(h http.Header) uint64 {
+	var sum uint64
+	for k, vs := range h {
+		if !summed(k) {
+			continue
+		}
+		for _, v := range vs {
+			sum += fieldHash(k, v)
+		}
+	}
+	return sum
 }
 
 // tap consumes the bytes a server reads.
@@ -152,29 +204,52 @@ func (c *Conn) push(p *pending) {
 func (c *Conn) take(r *http.Request) (*Fingerprint, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, p := range c.queue {
-		if p.method != r.Method || p.uri != r.RequestURI {
-			continue
+	if c.proto == H1 {
+		for i, p := range c.queue {
+			if p.method == r.Method && p.uri == r.RequestURI {
+				// Requests are served in order: those before r were
+				// answered without a handler (OPTIONS *) or not taken.
+				clear(c.queue[:i+1])
+				c.queue = c.queue[i+1:]
+				return c.taken(p)
+			}
 		}
-		switch {
-		case c.proto == H1:
-			// Requests are served in order: those before r were
-			// answered without a handler (OPTIONS *) or not taken.
-			clear(c.queue[:i+1])
-			c.queue = c.queue[i+1:]
-		case p.host != r.Host:
-			continue
-		default:
-			copy(c.queue[i:], c.queue[i+1:])
-			c.queue[len(c.queue)-1] = nil
-			c.queue = c.queue[:len(c.queue)-1]
-		}
-		if len(c.queue) == 0 {
-			c.queue = nil // free a backing array grown by pipelining
-		}
-		return &p.fp, true
+		return nil, false
 	}
-	return nil, false
+	// Concurrent streams: the oldest request with the same method,
+	// authority and path; among several, the oldest whose fields r has.
+	found, n := -1, 0
+	for i, p := range c.queue {
+		if p.method == r.Method && p.uri == r.RequestURI && p.host == r.Host {
+			if n++; n == 1 {
+				found = i
+			}
+		}
+	}
+	if found < 0 {
+		return nil, false
+	}
+	if n > 1 {
+		sum := headerSum(r.Header)
+		for i, p := range c.queue[found:] {
+			if p.method == r.Method && p.uri == r.RequestURI && p.host == r.Host && p.sum == sum {
+				found += i
+				break
+			}
+		}
+	}
+	p := c.queue[found]
+	copy(c.queue[found:], c.queue[found+1:])
+	c.queue[len(c.queue)-1] = nil
+	c.queue = c.queue[:len(c.queue)-1]
+	return c.taken(p)
+}
+
+func (c *Conn) taken(p *pending) (*Fingerprint, bool) {
+	if len(c.queue) == 0 {
+		c.queue = nil // free a backing array grown by pipelining
+	}
+	return &p.fp, true
 }
 
 // Pending returns how many captured requests wait for their handler.

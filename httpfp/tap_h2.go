@@ -66,6 +66,7 @@ type h2Tap struct {
 	blockReq    bool   // the open block is a request's header (not trailers)
 	lastStream  uint32 // highest stream that opened a request
 	tooBig      bool
+	sum         uint64 // fieldHash sum of the open block
 	listSize    int
 
 	names                    []string // of the open block, reused
@@ -265,7 +266,7 @@ func (t *h2Tap) startHeaders() error {
 	}
 	t.names = t.names[:0]
 	t.method, t.authority, t.path, t.host, t.lang = "", "", "", "", ""
-	t.cookies, t.langSeen, t.tooBig, t.listSize = nil, false, false, 0
+	t.cookies, t.langSeen, t.tooBig, t.listSize, t.sum = nil, false, false, 0, 0
 	return nil
 }
 
@@ -295,6 +296,9 @@ func (t *h2Tap) emit(f hpack.HeaderField) {
 		return
 	}
 	t.names = append(t.names, f.Name)
+	if summed(f.Name) {
+		t.sum += fieldHash(f.Name, f.Value)
+	}
 	switch f.Name {
 	case ":method":
 		t.method = f.Value
@@ -328,7 +332,7 @@ func (t *h2Tap) endBlock() error {
 	if t.h2fp == "" {
 		t.h2fp = t.fingerprint(names)
 	}
-	p := &pending{method: t.method, host: t.authority, uri: t.path}
+	p := &pending{method: t.method, host: t.authority, uri: t.path, sum: t.sum}
 	if p.host == "" {
 		p.host = t.host
 	}

@@ -219,17 +219,19 @@ func TestTakeH2(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		method, host, uri, want string
+		method, host, uri string
+		header            http.Header
+		want              string
 	}{
-		{"GET", "a", "/other", "x-second"},
-		{"GET", "a", "/", "x-first"},
-		{"GET", "c", "/h", "x-fifth"},
-		{"CONNECT", "b:443", "b:443", "x-fourth"},
-		{"GET", "a", "/", "x-third"},
-		{"GET", "a", "/", ""},
+		{"GET", "a", "/other", nil, "x-second"},
+		{"GET", "a", "/", http.Header{"X-Third": {"1"}}, "x-third"}, // not the oldest: r has its fields
+		{"GET", "c", "/h", nil, "x-fifth"},
+		{"CONNECT", "b:443", "b:443", nil, "x-fourth"},
+		{"GET", "a", "/", nil, "x-first"},
+		{"GET", "a", "/", nil, ""},
 	}
 	for _, tt := range tests { // in order: each take changes the queue
-		fp, ok := c.take(&http.Request{Method: tt.method, Host: tt.host, RequestURI: tt.uri})
+		fp, ok := c.take(&http.Request{Method: tt.method, Host: tt.host, RequestURI: tt.uri, Header: tt.header})
 		got := ""
 		if ok {
 			got = fp.Names[len(fp.Names)-1]
