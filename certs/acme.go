@@ -84,9 +84,14 @@ func newACMESource(ctx context.Context, cfg *Config) (*acmeSource, error) {
 		a.http = c
 	}
 	for _, h := range cfg.Hosts {
+		if a.names[h] != nil {
+			continue
+		}
 		st := &nameState{name: h, kick: make(chan struct{}, 1)}
 		a.names[h] = st
-		c, err := a.cacheGet(ctx, h)
+		gctx, cancel := context.WithTimeout(ctx, cacheTimeout)
+		c, err := a.cacheGet(gctx, h)
+		cancel()
 		switch {
 		case errors.Is(err, ErrCacheMiss):
 		case err != nil:

@@ -67,7 +67,8 @@ type Config struct {
 	// Email is the ACME account contact; if empty, the account has none.
 	Email string
 	// DirectoryURL is the ACME directory; if empty, Let's Encrypt's
-	// production directory (acme.LetsEncryptURL) is used.
+	// production directory (acme.LetsEncryptURL) is used. Configuring a
+	// CA accepts its terms of service.
 	DirectoryURL string
 	// CARootsFile is a PEM file of root certificates trusted, in addition
 	// to the system roots, for HTTPS to the ACME directory (a test or

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/http"
 	"path"
 	"time"
 
@@ -46,11 +47,19 @@ func (a *acmeSource) acmeClient(ctx context.Context) (*acme.Client, error) {
 	if eab := a.cfg.EAB; eab != nil {
 		acct.ExternalAccountBinding = &acme.ExternalAccountBinding{KID: eab.KeyID, Key: eab.HMACKey}
 	}
-	if _, err := c.Register(ctx, acct, acme.AcceptTOS); err != nil && !errors.Is(err, acme.ErrAccountAlreadyExists) {
+	// Configuring a CA is taken as accepting its terms of service.
+	if _, err := c.Register(ctx, acct, acme.AcceptTOS); err != nil && !accountExists(err) {
 		return nil, fmt.Errorf("registering the ACME account at %s: %w", dir, err)
 	}
 	a.client = c
 	return c, nil
+}
+
+// accountExists reports whether a registration failed only because the
+// account is registered already.
+func accountExists(err error) bool {
+	var ae *acme.Error
+	return errors.Is(err, acme.ErrAccountAlreadyExists) || errors.As(err, &ae) && ae.StatusCode == http.StatusConflict
 }
 
 // forgetClient drops the registered client after an error that may mean the
