@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,7 +59,7 @@ func TestACMEPebble(t *testing.T) {
 	edge.refuseALPN[httpName] = true // so that this name needs http-01
 	edge.refuseALPN[badName], edge.refuseHTTP[badName] = true, true
 	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{})
-	cacheDir := t.TempDir()
+	cacheDir := filepath.Join(t.TempDir(), "edge")
 	var events eventLog
 	cfg := certs.Config{
 		Mode:         certs.ModeACME,
@@ -105,6 +107,13 @@ func TestACMEPebble(t *testing.T) {
 		var acmeErr *acme.AuthorizationError
 		if !errors.Is(err, certs.ErrNoCertificate) || !errors.As(err, &acmeErr) {
 			t.Errorf("GetCertificate(%s) = %v, want ErrNoCertificate wrapping the CA's AuthorizationError", badName, err)
+		}
+	})
+
+	t.Run("cache files", func(t *testing.T) {
+		checkMode(t, cacheDir, 0o700)
+		for _, f := range []string{alpnName, httpName, "acme_account+key"} {
+			checkMode(t, filepath.Join(cacheDir, f), 0o600)
 		}
 	})
 
@@ -335,14 +344,19 @@ func TestACMEOnDemand(t *testing.T) {
 		t.Fatal(err)
 	}
 	edge.serve(t, m, tcp, udp, plain)
-	body, _, err := edge.get(t, pebble.roots, name, "2")
-	if err != nil {
-		_, gerr := m.GetCertificate(&tls.ClientHelloInfo{ServerName: name})
-		t.Fatalf("first request: %v (%v)", err, gerr)
+	// A burst of first visitors waits for one order.
+	var wg sync.WaitGroup
+	for _, proto := range []string{"1.1", "2", "2", "3"} {
+		wg.Go(func() {
+			body, _, err := edge.get(t, pebble.roots, name, proto)
+			if err != nil {
+				t.Errorf("first request over HTTP/%s: %v", proto, err)
+			} else if !strings.HasPrefix(body, name+" HTTP/") {
+				t.Errorf("body = %q", body)
+			}
+		})
 	}
-	if want := name + " HTTP/2.0"; body != want {
-		t.Errorf("body = %q, want %q", body, want)
-	}
+	wg.Wait()
 	if n := pebble.ordersFor(name); n != 1 {
 		t.Errorf("%d orders, want 1", n)
 	}

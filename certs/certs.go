@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -48,7 +49,8 @@ type Config struct {
 	Mode string
 
 	// CacheDir is the directory for certificates, keys and the local CA;
-	// files are written with mode 0600 and directories with 0700. If empty
+	// files are written with mode 0600, and the directory, if New has to
+	// make it, with 0700. If empty
 	// and Cache is nil, ModeACME is refused and ModeSelfSigned keeps its CA
 	// in memory only (a new CA at every start).
 	CacheDir string
@@ -263,6 +265,13 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	cfg.Hosts = slices.Clone(cfg.Hosts)
+	if cfg.Cache == nil && cfg.CacheDir != "" {
+		// Made now, so that a bad path shows at start, not at the first
+		// order. An existing directory keeps its mode; the files are 0600.
+		if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
+			return nil, fmt.Errorf("certs: cache directory: %w", err)
+		}
+	}
 	m := &Manager{mode: cfg.mode()}
 	var err error
 	switch m.mode {
