@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -32,13 +31,36 @@ type testEdge struct {
 
 func startEdge(t *testing.T, yamlText string) *testEdge {
 	t.Helper()
+	return startEdgeLog(t, yamlText, io.Discard)
+}
+
+// syncBuffer is a log sink tests can read while the edge writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startEdgeLog(t *testing.T, yamlText string, logw io.Writer) *testEdge {
+	t.Helper()
 	cfgText := "listen: { https: \"127.0.0.1:0\", http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\" }\n" +
 		"tls: { mode: self-signed, cache: \"\" }\n" + yamlText
 	cfg, err := ParseConfig("test.yaml", []byte(cfgText))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := New(cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -305,5 +327,3 @@ func TestPort80RedirectsAndAdmin(t *testing.T) {
 
 func port(hostport string) string { _, p, _ := net.SplitHostPort(hostport); return p }
 
-var _ = url.Parse
-var _ sync.Mutex
