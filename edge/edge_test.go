@@ -326,4 +326,3 @@ func TestPort80RedirectsAndAdmin(t *testing.T) {
 }
 
 func port(hostport string) string { _, p, _ := net.SplitHostPort(hostport); return p }
-
