@@ -143,3 +143,72 @@ func NewH3Fingerprint(r *http.Request, cfg Config) *Fingerprint {
 	}
 	return fp
 }
+
+// fields collects what the fingerprint and the pairing need of a decoded
+// HTTP/2 or HTTP/3 field section.
+type fields struct {
+	names                   []string // reused between sections
+	method, authority, path string
+	host, lang              string
+	cookies                 []string
+	langSeen                bool
+	sum                     uint64 // of fieldHash over the summed fields
+}
+
+func (f *fields) reset() {
+	f.names = f.names[:0]
+	f.method, f.authority, f.path, f.host, f.lang = "", "", "", "", ""
+	f.cookies, f.langSeen, f.sum = nil, false, 0
+}
+
+// add records one field, in wire order.
+func (f *fields) add(name, value string, ja4h bool) {
+	f.names = append(f.names, name)
+	if summed(name) {
+		f.sum += fieldHash(name, value)
+	}
+	switch name {
+	case ":method":
+		f.method = value
+	case ":authority":
+		f.authority = value
+	case ":path":
+		f.path = value
+	case "host":
+		f.host = value
+	case "cookie":
+		if ja4h {
+			f.cookies = append(f.cookies, value)
+		}
+	case "accept-language":
+		if ja4h && !f.langSeen {
+			f.lang, f.langSeen = value, true
+		}
+	}
+}
+
+// pending returns the request's fingerprint, keyed as the server will key
+// the *http.Request. out and raw are scratch buffers kept between calls.
+func (f *fields) pending(proto Proto, ja4h bool, h2fp string, out, raw *[]byte) *pending {
+	names := slices.Clone(f.names)
+	p := &pending{method: f.method, host: f.authority, uri: f.path, sum: f.sum}
+	if p.host == "" {
+		p.host = f.host
+	}
+	if p.method == http.MethodConnect {
+		p.uri = f.authority
+	}
+	p.fp.Names, p.fp.Ordered, p.fp.H2FP = names, true, h2fp
+	hfp, r := appendHFP((*out)[:0], (*raw)[:0], proto, names)
+	p.fp.HFP, p.fp.HFPR = string(hfp), string(r)
+	*out, *raw = hfp, r
+	if ja4h {
+		version := "20"
+		if proto == H3 {
+			version = "30"
+		}
+		j := ja4hInput{method: f.method, version: version, names: names, cookies: f.cookies, lang: f.lang}
+		p.fp.JA4H, p.fp.JA4HR = j.compute()
+	}
+	return p
+}

@@ -3,7 +3,6 @@ package httpfp
 import (
 	"encoding/binary"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"golang.org/x/net/http2/hpack"
@@ -66,20 +65,15 @@ type h2Tap struct {
 	blockReq    bool   // the open block is a request's header (not trailers)
 	lastStream  uint32 // highest stream that opened a request
 	tooBig      bool
-	sum         uint64 // fieldHash sum of the open block
 	listSize    int
+	fields      fields // of the open block
 
-	names                    []string // of the open block, reused
-	method, authority, path  string
-	host, lang               string
-	cookies                  []string
-	langSeen                 bool
 	settings, priority       []byte
 	nsettings, npriority     int
 	settingsSeen, windowSeen bool
 	window                   uint32
 	h2fp                     string // set by the first request
-	raw, out                 []byte
+	raw, out                 []byte // scratch for hfp
 }
 
 func newH2Tap(c *Conn, cfg Config) *h2Tap {
@@ -264,9 +258,8 @@ func (t *h2Tap) startHeaders() error {
 	if t.blockReq {
 		t.lastStream = t.stream
 	}
-	t.names = t.names[:0]
-	t.method, t.authority, t.path, t.host, t.lang = "", "", "", "", ""
-	t.cookies, t.langSeen, t.tooBig, t.listSize, t.sum = nil, false, false, 0, 0
+	t.fields.reset()
+	t.tooBig, t.listSize = false, 0
 	return nil
 }
 
@@ -295,28 +288,7 @@ func (t *h2Tap) emit(f hpack.HeaderField) {
 		t.tooBig = true // the server answers 431; nothing to pair
 		return
 	}
-	t.names = append(t.names, f.Name)
-	if summed(f.Name) {
-		t.sum += fieldHash(f.Name, f.Value)
-	}
-	switch f.Name {
-	case ":method":
-		t.method = f.Value
-	case ":authority":
-		t.authority = f.Value
-	case ":path":
-		t.path = f.Value
-	case "host":
-		t.host = f.Value
-	case "cookie":
-		if t.ja4h {
-			t.cookies = append(t.cookies, f.Value)
-		}
-	case "accept-language":
-		if t.ja4h && !t.langSeen {
-			t.lang, t.langSeen = f.Value, true
-		}
-	}
+	t.fields.add(f.Name, f.Value, t.ja4h)
 }
 
 // endBlock closes a header block and queues a request's fingerprint.
@@ -328,27 +300,10 @@ func (t *h2Tap) endBlock() error {
 	if !t.blockReq || t.tooBig {
 		return nil
 	}
-	names := slices.Clone(t.names)
 	if t.h2fp == "" {
-		t.h2fp = t.fingerprint(names)
+		t.h2fp = t.fingerprint(t.fields.names)
 	}
-	p := &pending{method: t.method, host: t.authority, uri: t.path, sum: t.sum}
-	if p.host == "" {
-		p.host = t.host
-	}
-	if p.method == "CONNECT" {
-		p.uri = t.authority
-	}
-	p.fp.Names, p.fp.Ordered, p.fp.H2FP = names, true, t.h2fp
-	var hfp, raw []byte
-	hfp, raw = appendHFP(t.out[:0], t.raw[:0], H2, names)
-	p.fp.HFP, p.fp.HFPR = string(hfp), string(raw)
-	t.out, t.raw = hfp, raw
-	if t.ja4h {
-		j := ja4hInput{method: t.method, version: "20", names: names, cookies: t.cookies, lang: t.lang}
-		p.fp.JA4H, p.fp.JA4HR = j.compute()
-	}
-	t.c.push(p)
+	t.c.push(t.fields.pending(H2, t.ja4h, t.h2fp, &t.out, &t.raw))
 	return nil
 }
 
