@@ -44,8 +44,8 @@ func NewH3Context(ctx context.Context, qc *quic.Conn) context.Context {
 
 // h3Trace is the qlog trace of one QUIC connection.
 type h3Trace struct {
-	c    *Conn // only its queue is used: there is no net.Conn under it
-	ja4h bool
+	c      *Conn // only its queue is used: there is no net.Conn under it
+	ja4h   bool
 	max    int
 	client bool // a client's trace: nothing to fingerprint
 	next   qlogwriter.Trace
