@@ -192,9 +192,6 @@ func compile(pf *parsed) (*Policy, error) {
 		}
 		p.thresholds = append(p.thresholds, t)
 	}
-	if len(pf.rules) == 0 && len(errs) == 0 {
-		errs = append(errs, errors.New("no rules"))
-	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}

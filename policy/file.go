@@ -187,6 +187,9 @@ func parseFile(name string, data []byte, opts Options) (*parsed, error) {
 	if err := l.top(name, root); err != nil {
 		return nil, err
 	}
+	if len(l.p.rules) == 0 {
+		return nil, fmt.Errorf("%w: %s: no rules (an empty bots: list, or only skipped rules)", ErrInvalid, at(name, root))
+	}
 	return l.p, nil
 }
 

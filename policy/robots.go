@@ -39,7 +39,7 @@ func parseRobots(r io.Reader) ([]*robotsGroup, error) {
 	sc := bufio.NewScanner(io.LimitReader(r, maxRobotsBytes))
 	sc.Buffer(make([]byte, 0, 4096), maxRobotsBytes)
 	for sc.Scan() {
-		line, _, _ := strings.Cut(sc.Text(), "#")
+		line, _, _ := strings.Cut(strings.ToValidUTF8(sc.Text(), ""), "#")
 		key, val, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
@@ -53,7 +53,9 @@ func parseRobots(r io.Reader) ([]*robotsGroup, error) {
 				groups = append(groups, cur)
 			}
 			inAgents = true
-			cur.agents = append(cur.agents, val)
+			if val != "" {
+				cur.agents = append(cur.agents, val)
+			}
 		case "allow", "disallow":
 			inAgents = false
 			if cur == nil || val == "" {

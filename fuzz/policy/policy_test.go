@@ -1,0 +1,150 @@
+// Package policyfuzz holds the fuzz targets for the parsers of package
+// policy: the policy loader, CEL compilation and robots.txt conversion.
+package policyfuzz
+
+import (
+	"errors"
+	"io/fs"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/maatproxy/maat/policy"
+)
+
+// maxInput bounds fuzz inputs; policy files are operators' files, but
+// loading must stay bounded in time for any input of a sane size.
+const maxInput = 64 << 10
+
+// noFiles keeps the loader off the file system: imports fail cleanly.
+func noFiles() policy.Options {
+	return policy.Options{
+		ReadFile: func(name string) ([]byte, error) {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		},
+		Glob: func(string) ([]string, error) { return nil, nil },
+	}
+}
+
+func seedFiles(f *testing.F, pattern string) {
+	files, err := filepath.Glob(pattern)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+}
+
+func requests() []*policy.Request {
+	chrome := "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+	return []*policy.Request{
+		{RemoteAddr: netip.MustParseAddr("203.0.113.7"), Method: "GET", Path: "/", Proto: "HTTP/2.0", TLS: true,
+			Header: http.Header{"User-Agent": {chrome}, "Accept": {"text/html"}, "Accept-Language": {"en"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Ch-Ua": {"x"}},
+			JA4:    "t13d1516h2_8daaf6152771_02713d6af862", ClientFamily: "chrome"},
+		{RemoteAddr: netip.MustParseAddr("::1"), Method: "POST", Path: "/api/x", RawQuery: "a=1&go-get=1", Proto: "HTTP/1.1", TLS: true,
+			Header: http.Header{"User-Agent": {chrome}}, ClientFamily: "curl", CrawlerVerified: policy.CrawlerFailed, Pass: "p"},
+		{Method: "GET", Path: "/feed.xml", Header: http.Header{}},
+	}
+}
+
+// FuzzParse: the loader never panics; a policy that loads loads again with
+// the same version; evaluating it never panics, decides one of the four
+// actions, and Explain reports the same decision.
+func FuzzParse(f *testing.F) {
+	seedFiles(f, "../../policy/testdata/good/*.*")
+	seedFiles(f, "../../policy/testdata/bad/*.yaml")
+	seedFiles(f, "../../policy/lists/*.yaml")
+	f.Add(policy.DefaultPolicyYAML())
+	f.Add([]byte(`{"bots":[{"name":"x","expression":{"all":["path == \"/\"","weight > 0"]},"action":"WEIGH"}]}`))
+	f.Add([]byte("bots: [{name: r, path_regex: ., action: RATE, rate: {key: pass, per_second: 1, burst: 2}}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxInput {
+			return
+		}
+		p, err := policy.Parse("fuzz.yaml", data, noFiles())
+		if err != nil {
+			if !errors.Is(err, policy.ErrSyntax) && !errors.Is(err, policy.ErrInvalid) && !errors.Is(err, policy.ErrImport) {
+				t.Fatalf("error of no known kind: %v", err)
+			}
+			if !strings.Contains(err.Error(), "fuzz.yaml") && !strings.Contains(err.Error(), "(builtin)/") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		q, err := policy.Parse("fuzz.yaml", data, noFiles())
+		if err != nil || q.Version() != p.Version() {
+			t.Fatalf("second load differs: %v, %q != %q", err, q.Version(), p.Version())
+		}
+		for _, r := range requests() {
+			d := p.Evaluate(r)
+			if d.Action > policy.RATE {
+				t.Fatalf("decision %v", d.Action)
+			}
+			if d.Action == policy.CHALLENGE && (d.Challenge.Bits < 1 || d.Challenge.Bits > 64) {
+				t.Fatalf("challenge %+v", d.Challenge)
+			}
+			if d.Action == policy.RATE && (d.Rate.Key == "" || d.Rate.Rate <= 0 || d.Rate.Burst < 1) {
+				t.Fatalf("rate %+v", d.Rate)
+			}
+			if !strings.Contains(p.Explain(r), "decision: "+d.Action.String()) {
+				t.Fatalf("Explain disagrees with Evaluate (%s):\n%s", d.Action, p.Explain(r))
+			}
+		}
+	})
+}
+
+// FuzzCompileExpression: CEL compilation never panics, refuses what is too
+// long, and takes bounded time (the parser's size and recursion limits).
+func FuzzCompileExpression(f *testing.F) {
+	for _, s := range []string{
+		`userAgent == ""`,
+		`"Accept" in headers && headers["Accept"] == "application/json" && path.startsWith("/api/")`,
+		`userAgent.matches("Chrome/[1-9][0-9]?\\.0\\.0\\.0") && missingHeader(headers, "Sec-Ch-Ua")`,
+		`size(query) == 0 && size(segments(path)) < 2`,
+		`randInt(16) >= 4`,
+		`load_1m >= 10.0`,
+		`ja4.startsWith("t13") || clientFamily == "curl" || proto == "HTTP/3.0"`,
+		`"104.16.0.0" in lookupHost(headers["Host"])`,
+		`((((((((((((((((((((((((((((((((((true))))))))))))))))))))))))))))))))))`,
+		`[1,2,3].map(x, x * 2).exists(y, y > 4)`,
+		`path + 1`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		err := policy.CompileExpression(src)
+		if len(src) > policy.MaxExpressionLen && err == nil {
+			t.Fatalf("a %d-byte expression compiled", len(src))
+		}
+		if err != nil && !errors.Is(err, policy.ErrExpression) {
+			t.Fatalf("error of no known kind: %v", err)
+		}
+	})
+}
+
+// FuzzRobotsToPolicy: any robots.txt converts into a policy that loads.
+func FuzzRobotsToPolicy(f *testing.F) {
+	f.Add([]byte("User-agent: *\nDisallow: /private/\nAllow: /private/press/\n"))
+	f.Add([]byte("User-agent: GPTBot\nUser-agent: CCBot\nDisallow: /\n\nUser-agent: Googlebot\nDisallow: /*.pdf$\nCrawl-delay: 10\n"))
+	f.Add([]byte("User-agent: a:b\nDisallow: /a\\b(c)[d]{e}|f\nCrawl-delay: 0.000001\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxInput {
+			return
+		}
+		out, err := policy.RobotsToPolicy(strings.NewReader(string(data)))
+		if err != nil {
+			return
+		}
+		if _, err := policy.Parse("robots.yaml", out, noFiles()); err != nil {
+			t.Fatalf("converted policy does not load: %v\n%s", err, out)
+		}
+	})
+}

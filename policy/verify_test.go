@@ -1,0 +1,211 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeDNS answers PTR and A/AAAA queries from tables and counts queries.
+type fakeDNS struct {
+	mu      sync.Mutex
+	ptr     map[string][]string
+	fwd     map[string][]netip.Addr
+	fail    bool // answer with a temporary error
+	queries int
+}
+
+func (f *fakeDNS) LookupAddr(_ context.Context, addr string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries++
+	if f.fail {
+		return nil, &net.DNSError{Err: "timeout", Name: addr, IsTimeout: true, IsTemporary: true}
+	}
+	if n, ok := f.ptr[addr]; ok {
+		return n, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: addr, IsNotFound: true}
+}
+
+func (f *fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries++
+	if a, ok := f.fwd[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+func newFakeDNS() *fakeDNS {
+	return &fakeDNS{
+		ptr: map[string][]string{
+			"66.249.66.1":   {"crawl-66-249-66-1.googlebot.com."},
+			"66.249.66.2":   {"crawl-66-249-66-2.googlebot.com."},      // forward does not confirm
+			"203.0.113.9":   {"crawl-66-249-66-1.googlebot.com.evil."}, // wrong domain
+			"157.55.39.1":   {"msnbot-157-55-39-1.search.msn.com."},
+			"2001:4860::1":  {"crawl.googlebot.com."},
+			"198.51.100.10": {"fake.googlebot.com.example.net."},
+		},
+		fwd: map[string][]netip.Addr{
+			"crawl-66-249-66-1.googlebot.com":      {netip.MustParseAddr("66.249.66.1")},
+			"crawl-66-249-66-2.googlebot.com":      {netip.MustParseAddr("192.0.2.1")},
+			"msnbot-157-55-39-1.search.msn.com":    {netip.MustParseAddr("157.55.39.1")},
+			"crawl.googlebot.com":                  {netip.MustParseAddr("2001:4860::1")},
+			"crawl-66-249-66-1.googlebot.com.evil": {netip.MustParseAddr("203.0.113.9")},
+		},
+	}
+}
+
+func TestClaimedCrawler(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ ua, want string }{
+		{uaGooglebot, "googlebot"},
+		{"Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm) Chrome/116.0.1938.76 Safari/537.36", "bingbot"},
+		{"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/13.1.1 Safari/605.1.15 (Applebot/0.1; +http://www.apple.com/go/applebot)", "applebot"},
+		{"DuckDuckBot/1.1; (+http://duckduckgo.com/duckduckbot.html)", "duckduckbot"},
+		{uaChrome, ""},
+		{uaGPTBot, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			t.Parallel()
+			if got := ClaimedCrawler(tt.ua); got != tt.want {
+				t.Errorf("ClaimedCrawler = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestVerify(t *testing.T) {
+	t.Parallel()
+	ranges, err := ParseRanges([]byte(`{"creationTime": "2025-01-01T00:00:00", "prefixes": [{"ipv4Prefix": "20.191.45.212/32"}, {"ipv6Prefix": "2620:0:2d0::/48"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bing = "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)"
+	const ddg = "DuckDuckBot/1.1; (+http://duckduckgo.com/duckduckbot.html)"
+	tests := []struct {
+		name string
+		ua   string
+		addr string
+		want CrawlerCheck
+	}{
+		{"googlebot verified", uaGooglebot, "66.249.66.1", CrawlerVerified},
+		{"googlebot v4-mapped", uaGooglebot, "::ffff:66.249.66.1", CrawlerVerified},
+		{"googlebot ipv6", uaGooglebot, "2001:4860::1", CrawlerVerified},
+		{"forward does not confirm", uaGooglebot, "66.249.66.2", CrawlerFailed},
+		{"wrong domain", uaGooglebot, "203.0.113.9", CrawlerFailed},
+		{"suffix trick", uaGooglebot, "198.51.100.10", CrawlerFailed},
+		{"no PTR: loopback", uaGooglebot, "127.0.0.1", CrawlerFailed},
+		{"bingbot by ranges, not DNS", bing, "20.191.45.212", CrawlerVerified},
+		{"bingbot outside ranges", bing, "157.55.39.1", CrawlerFailed},
+		{"bingbot ipv6 range", bing, "2620:0:2d0::9", CrawlerVerified},
+		{"ranges-only crawler without ranges", ddg, "20.191.45.212", CrawlerUnchecked},
+		{"no claim", uaChrome, "66.249.66.1", CrawlerUnchecked},
+	}
+	dns := newFakeDNS()
+	v, err := NewVerifier(VerifierConfig{Resolver: dns, Ranges: map[string][]netip.Prefix{"bingbot": ranges}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := v.Verify(context.Background(), tt.ua, netip.MustParseAddr(tt.addr)); got != tt.want {
+				t.Errorf("Verify = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestVerifyCache(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		dns := newFakeDNS()
+		v, err := NewVerifier(VerifierConfig{Resolver: dns, TTL: 10 * time.Minute, MaxEntries: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		good := netip.MustParseAddr("66.249.66.1")
+		check := func(want CrawlerCheck, queries int) {
+			t.Helper()
+			if got := v.Verify(ctx, uaGooglebot, good); got != want {
+				t.Errorf("Verify = %s, want %s", got, want)
+			}
+			if dns.queries != queries {
+				t.Errorf("queries = %d, want %d", dns.queries, queries)
+			}
+		}
+		check(CrawlerVerified, 2) // PTR + A
+		check(CrawlerVerified, 2) // cached
+		time.Sleep(10*time.Minute - time.Nanosecond)
+		check(CrawlerVerified, 2) // still cached
+		time.Sleep(time.Nanosecond)
+		check(CrawlerVerified, 4) // expired: asked again
+
+		// A temporary failure is not cached and is no verdict.
+		dns.fail = true
+		bad := netip.MustParseAddr("66.249.66.2")
+		if got := v.Verify(ctx, uaGooglebot, bad); got != CrawlerUnchecked {
+			t.Errorf("temporary failure: %s, want unchecked", got)
+		}
+		if got := v.Verify(ctx, uaGooglebot, bad); got != CrawlerUnchecked || dns.queries != 6 {
+			t.Errorf("temporary failure cached: %s after %d queries", got, dns.queries)
+		}
+		dns.fail = false
+
+		// The cache stays within MaxEntries.
+		for _, a := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
+			v.Verify(ctx, uaGooglebot, netip.MustParseAddr(a))
+		}
+		if n := len(v.cache); n > 2 {
+			t.Errorf("cache holds %d entries, want at most 2", n)
+		}
+	})
+}
+
+func TestNewVerifierRejectsUnknownCrawler(t *testing.T) {
+	t.Parallel()
+	if _, err := NewVerifier(VerifierConfig{Ranges: map[string][]netip.Prefix{"nobot": nil}}); err == nil {
+		t.Error("ranges for an unknown crawler accepted")
+	}
+}
+
+func TestParseRanges(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		n    int
+		err  bool
+	}{
+		{"google format", `{"creationTime":"x","prefixes":[{"ipv6Prefix":"2001:4860:4801:10::/64"},{"ipv4Prefix":"66.249.64.0/27"}]}`, 2, false},
+		{"empty", `{"prefixes":[]}`, 0, false},
+		{"bad prefix", `{"prefixes":[{"ipv4Prefix":"66.249.64.0/33"}]}`, 0, true},
+		{"not json", `prefixes`, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ps, err := ParseRanges([]byte(tt.in))
+			if (err != nil) != tt.err || len(ps) != tt.n {
+				t.Errorf("ParseRanges = %v, %v", ps, err)
+			}
+		})
+	}
+}
+
+func TestNotFound(t *testing.T) {
+	t.Parallel()
+	if notFound(errors.New("x")) || !notFound(&net.DNSError{IsNotFound: true}) {
+		t.Error("notFound misreads errors")
+	}
+}
