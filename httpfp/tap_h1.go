@@ -389,8 +389,8 @@ func (t *h1Tap) endField() error {
 		}
 		t.contentLength = int64(n)
 	case fieldTransferEncoding:
-		if t.ver[0] == '1' && t.ver[1] == '0' {
-			return nil // net/http ignores it in HTTP/1.0
+		if t.ver[0] < '1' || (t.ver[0] == '1' && t.ver[1] < '1') {
+			return nil // net/http ignores it before HTTP/1.1
 		}
 		if !strings.EqualFold(val, "chunked") || t.chunked {
 			return fmt.Errorf("%w: unsupported Transfer-Encoding", ErrMalformed)
