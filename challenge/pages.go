@@ -114,8 +114,7 @@ type pageData struct {
 	Reason          string
 	Contact         string
 	PolicyURL       string
-	Refresh         string // meta refresh of the metarefresh algorithm
-	NoScriptRefresh string // meta refresh for a PoW page without JavaScript
+	NoScriptRefresh string // meta refresh for a browser without JavaScript
 	Challenge       *challengeData
 }
 
@@ -152,11 +151,11 @@ func (c *Challenger) renderChallenge(w http.ResponseWriter, r *http.Request, l *
 		CapMS:    max(c.cfg.solveTimeout(), time.Duration(wait)*time.Second).Milliseconds(),
 		Worker:   c.assetURL("worker.js"),
 	}
-	if t.alg == algPoW {
-		d.NoScriptRefresh = refresh
-	} else {
-		d.Refresh = refresh
-	}
+	// Without JavaScript the page refreshes itself (HTML's meta refresh);
+	// with it, solve.js solves the PoW or, for the metarefresh algorithm,
+	// waits and follows the same URL, so that no delayed meta refresh is
+	// live for assistive technology (WCAG 2.2 F41).
+	d.NoScriptRefresh = refresh
 	c.render(w, r, http.StatusOK, &d, true)
 }
 

@@ -5,17 +5,30 @@
   var root = document.getElementById('maat');
   if (!root) return;
   var d = root.dataset;
+  if (d.mode === 'wait') {
+    setTimeout(function () { location.replace(d.wait); }, +d.waitMs);
+    return;
+  }
   var bar = document.getElementById('maat-bar');
   var status = document.getElementById('maat-status');
   var speed = document.getElementById('maat-speed');
   var k = +d.k, bits = +d.bits, chunk = 1 << 16;
   var perPuzzle = Math.pow(2, bits), expected = k * perPuzzle;
   var cores = Math.max(1, Math.min(navigator.hardwareConcurrency || 2, 16));
-  var num, secs;
+  var num, units = {};
   try { num = new Intl.NumberFormat(d.lang, { maximumFractionDigits: 0 }); } catch (e) { num = { format: String }; }
-  try {
-    secs = new Intl.NumberFormat(d.lang, { style: 'unit', unit: 'second', unitDisplay: 'long', maximumFractionDigits: 0 });
-  } catch (e) { secs = { format: function (n) { return num.format(n) + ' s'; } }; }
+  ['second', 'minute', 'hour'].forEach(function (u) {
+    try {
+      units[u] = new Intl.NumberFormat(d.lang, { style: 'unit', unit: u, unitDisplay: 'long', maximumFractionDigits: 0 });
+    } catch (e) { units[u] = { format: function (n) { return num.format(n) + ' ' + u[0]; } }; }
+  });
+  // duration formats seconds in the largest sensible unit, in the page's
+  // language (the browser's CLDR data supplies the plural forms).
+  function duration(s) {
+    if (s < 90) return units.second.format(s);
+    if (s < 90 * 60) return units.minute.format(Math.round(s / 60));
+    return units.hour.format(Math.round(s / 3600));
+  }
   var workers = [], counters = [], nonces = [], puzzle = 0, hashes = 0, inPuzzle = 0;
   var t0 = Date.now(), lastUI = 0, announced = 0, over = false;
   root.hidden = false;
@@ -45,7 +58,7 @@
     bar.textContent = pct + '%';
     var rate = hashes / Math.max(0.001, (now - t0) / 1000);
     var left = Math.max(1, Math.ceil(Math.max(0, expected - hashes) / Math.max(rate, 1)));
-    speed.textContent = d.tSpeed.replace('%s', num.format(rate)) + ' · ' + d.tEta.replace('%s', secs.format(left));
+    speed.textContent = d.tSpeed.replace('%s', num.format(rate)) + ' · ' + d.tEta.replace('%s', duration(left));
     // Announce a few milestones only, so a screen reader is not flooded.
     var milestone = Math.floor(pct / 25) * 25;
     if (milestone > announced) {

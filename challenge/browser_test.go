@@ -1,0 +1,454 @@
+package challenge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/maatproxy/maat/internal/testenv"
+)
+
+// axeVersion is the axe-core release the accessibility scan uses, installed
+// from the npm registry into the user's cache on first use.
+const axeVersion = "4.14.1"
+
+// site is a miniature edge: /.maat/ to the challenger, a valid pass to the
+// "upstream", everything else challenged. Paths choose the challenge:
+// /refresh/… metarefresh, /slow/… a PoW too hard to finish (falls back to the
+// wait), /shot/… a PoW too hard to finish before a screenshot, /deny the deny
+// page.
+type site struct {
+	c          *Challenger
+	slow       *Challenger // gives up solving after a second
+	srv        *httptest.Server
+	challenges atomic.Int32
+	upstream   atomic.Int32
+}
+
+func newSite(t *testing.T) *site {
+	t.Helper()
+	s := &site{}
+	msgs := loadMessages(t)
+	s.c, _ = newTest(t, func(cfg *Config) {
+		cfg.Now = nil
+		cfg.Wait = time.Second
+		cfg.Messages = msgs
+	})
+	s.slow, _ = newTest(t, func(cfg *Config) {
+		cfg.Now = nil
+		cfg.Wait = time.Second
+		cfg.SolveTimeout = time.Second
+		cfg.Messages = msgs
+	})
+	client := func(r *http.Request) Client {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		ip, _ := netip.ParseAddr(host)
+		return Client{IP: ip, JA4: "t13d1516h2_8daaf6152771_d8a2da3f94cd"}
+	}
+	maat := s.c.Handler(client)
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		spec := Spec{Algorithm: "pow", Bits: 16, Rule: "browsers"}
+		c := s.c
+		switch {
+		case strings.HasPrefix(p, PathPrefix):
+			maat.ServeHTTP(w, r)
+			return
+		case p == "/favicon.ico":
+			http.NotFound(w, r)
+			return
+		case p == "/deny":
+			s.c.Deny(w, r, "req-deny", "bad_user_agent")
+			return
+		case strings.HasPrefix(p, "/refresh/"):
+			spec.Algorithm = "metarefresh"
+		case strings.HasPrefix(p, "/slow/"):
+			spec.Bits, c = 34, s.slow
+		case strings.HasPrefix(p, "/shot/"):
+			spec.Bits = 34
+		}
+		if s.c.Pass(r, client(r), spec.Bits) {
+			s.upstream.Add(1)
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprintf(w, `<!DOCTYPE html><html lang="en"><title>upstream</title><main><p id="upstream">upstream %s</p></main></html>`, html.EscapeString(r.URL.RequestURI()))
+			return
+		}
+		s.challenges.Add(1)
+		c.Challenge(w, r, client(r), spec, "req")
+	}))
+	s.srv.StartTLS()
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// newBrowser starts one headless Chromium for the test.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	path := testenv.NeedCommand(t, "chromium", "chromium-browser", "google-chrome")
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("ignore-certificate-errors", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(900, 1000),
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
+	return browser
+}
+
+// newTab opens a tab in a fresh browser context (its own cookie jar).
+func newTab(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	tab, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatal(err)
+	}
+	return tab
+}
+
+// sameJarTab opens another tab next to tab, sharing its cookies.
+func sameJarTab(t *testing.T, tab context.Context) context.Context {
+	t.Helper()
+	other, cancel := chromedp.NewContext(tab)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(other); err != nil {
+		t.Fatal(err)
+	}
+	return other
+}
+
+// waitUpstream waits until the tab shows the upstream's page and returns
+// its location. It survives the navigations on the way.
+func waitUpstream(ctx context.Context, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		loc, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('upstream') ? location.href : ''`))
+		if err == nil && loc != "" {
+			return loc, nil
+		}
+		select {
+		case <-ctx.Done():
+			body, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.Evaluate[string](`location.href + ' ' + document.body.innerText.slice(0, 300)`))
+			return "", fmt.Errorf("no upstream page: %w (at %s)", ctx.Err(), body)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func navigate(ctx context.Context, url string) error {
+	return chromedp.Do(ctx, chromedp.Navigate(url))
+}
+
+// TestBrowser drives a real headless Chromium through the challenges.
+func TestBrowser(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	browser := newBrowser(t)
+	base := s.srv.URL
+
+	t.Run("solve and pass", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		if err := navigate(tab, base+"/wiki/Main_Page?action=view&x=%C3%A9"); err != nil {
+			t.Fatal(err)
+		}
+		loc, err := waitUpstream(tab, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := base + "/wiki/Main_Page?action=view&x=%C3%A9"; loc != want {
+			t.Errorf("landed on %s, want %s", loc, want)
+		}
+		before := s.challenges.Load()
+		for _, p := range []string{"/wiki/Other", "/feed.xml"} {
+			if err := navigate(tab, base+p); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := waitUpstream(tab, 5*time.Second); err != nil {
+				t.Fatalf("%s after passing: %v", p, err)
+			}
+		}
+		if after := s.challenges.Load(); after != before {
+			t.Errorf("%d new challenges after passing", after-before)
+		}
+		cookieHttpOnly, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.cookie`))
+		if err != nil || strings.Contains(cookieHttpOnly, CookieName) {
+			t.Errorf("pass cookie visible to scripts: %q %v", cookieHttpOnly, err)
+		}
+	})
+
+	t.Run("no JavaScript passes by meta refresh", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		noJS := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+			return err
+		})
+		if err := chromedp.Do(tab, noJS, chromedp.Navigate(base+"/nojs/page")); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := waitUpstream(tab, 15*time.Second); err != nil || !strings.HasSuffix(loc, "/nojs/page") {
+			t.Fatalf("landed on %q: %v", loc, err)
+		}
+	})
+
+	t.Run("metarefresh", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		if err := navigate(tab, base+"/refresh/page"); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := waitUpstream(tab, 15*time.Second); err != nil || !strings.HasSuffix(loc, "/refresh/page") {
+			t.Fatalf("landed on %q: %v", loc, err)
+		}
+	})
+
+	t.Run("slow device falls back to the wait", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		if err := navigate(tab, base+"/slow/page"); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := waitUpstream(tab, 15*time.Second); err != nil || !strings.HasSuffix(loc, "/slow/page") {
+			t.Fatalf("landed on %q: %v", loc, err)
+		}
+	})
+
+	t.Run("two tabs at once", func(t *testing.T) {
+		t.Parallel()
+		tab1 := newTab(t, browser)
+		tab2 := sameJarTab(t, tab1)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, tab := range []context.Context{tab1, tab2} {
+			wg.Go(func() {
+				p := fmt.Sprintf("/tab/%d", i+1)
+				if err := navigate(tab, base+p); err != nil {
+					errs[i] = err
+					return
+				}
+				loc, err := waitUpstream(tab, 20*time.Second)
+				if err == nil && !strings.HasSuffix(loc, p) {
+					err = fmt.Errorf("landed on %s", loc)
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("worker agrees with Go's SHA-256", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		if err := navigate(tab, base+"/shot/page"); err != nil {
+			t.Fatal(err)
+		}
+		seed := strings.Repeat("0123456789abcdef", 4)
+		for _, tc := range []struct {
+			w0   uint32
+			bits int
+		}{{0, 8}, {0x03000001, 11}, {0x07000000, 13}} {
+			js := fmt.Sprintf(`new Promise(resolve => {
+				const w = new Worker(document.getElementById('maat').dataset.worker);
+				w.onmessage = ev => { w.terminate(); resolve(ev.data.n); };
+				w.postMessage({seed: %q});
+				w.postMessage({puzzle: 0, w0: %d, start: 0, count: 1 << 22, bits: %d});
+			})`, seed, int32(tc.w0), tc.bits)
+			got, err := chromedp.Run(tab, chromedp.Evaluate[int64](js, chromedp.EvalAwaitPromise))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := int64(-1)
+			for n := range uint64(1 << 22) {
+				if leadingZeroBits(seed, uint64(tc.w0)<<32|n) >= tc.bits {
+					want = int64(n)
+					break
+				}
+			}
+			if got != want {
+				t.Errorf("w0 %#x bits %d: worker found %d, Go %d", tc.w0, tc.bits, got, want)
+			}
+		}
+	})
+
+	t.Run("screenshots and accessibility", func(t *testing.T) {
+		t.Parallel()
+		dir := artifactDir(t)
+		axe := axeSource(t)
+		for _, lang := range []string{"en", "de", "ar", "ja"} {
+			tab, closeTab := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+			if err := chromedp.Do(tab, chromedp.EmulateViewport(800, 760), chromedp.Navigate(base+"/shot/page?lang="+lang)); err != nil {
+				t.Fatal(err)
+			}
+			if err := waitProgress(tab); err != nil {
+				t.Fatalf("%s: %v", lang, err)
+			}
+			dirAttr, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.documentElement.lang + ' ' + document.documentElement.dir`))
+			want := lang + " ltr"
+			if lang == "ar" {
+				want = "ar rtl"
+			}
+			if dirAttr != want {
+				t.Errorf("%s: <html> lang and dir %q, want %q", lang, dirAttr, want)
+			}
+			png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(dir, "challenge-"+lang+".png")
+			if err := os.WriteFile(file, png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if axe != "" && (lang == "en" || lang == "ar") {
+				checkAxe(t, tab, axe, lang+" challenge")
+			}
+			closeTab()
+		}
+		if axe != "" {
+			tab := newTab(t, browser)
+			if err := navigate(tab, base+"/deny?lang=he"); err != nil {
+				t.Fatal(err)
+			}
+			checkAxe(t, tab, axe, "he deny")
+			png, _ := chromedp.Run(tab, chromedp.CaptureScreenshot())
+			os.WriteFile(filepath.Join(dir, "deny-he.png"), png, 0o644)
+		}
+		t.Logf("screenshots in %s", dir)
+	})
+}
+
+// waitProgress waits until the solver shows its speed.
+func waitProgress(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById('maat-speed') || {}).textContent || ''`))
+		if err == nil && s != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the solver shows no progress: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// artifactDir is $MAAT_ARTIFACTS/challenge, or a fixed folder under the
+// temporary directory, kept after the test for a person to look at.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("MAAT_ARTIFACTS")
+	if root == "" {
+		root = filepath.Join(os.TempDir(), "maat-artifacts")
+	}
+	dir := filepath.Join(root, "challenge")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// axeSource returns axe.min.js, installing axe-core with npm into the user
+// cache directory when it is not there yet. Without npm (or the registry),
+// it ends the test the testenv way.
+func axeSource(t *testing.T) string {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	prefix := filepath.Join(cache, "maat-test", "axe-core-"+axeVersion)
+	file := filepath.Join(prefix, "node_modules", "axe-core", "axe.min.js")
+	if b, err := os.ReadFile(file); err == nil {
+		return string(b)
+	}
+	npm := testenv.NeedCommand(t, "npm")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "install", "--prefix", prefix, "--no-audit", "--no-fund", "--silent", "axe-core@"+axeVersion)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		testenv.Missing(t, "npm install axe-core@%s: %v\n%s", axeVersion, err, out)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+type axeViolation struct {
+	ID     string `json:"id"`
+	Impact string `json:"impact"`
+	Help   string `json:"help"`
+	Nodes  int    `json:"nodes"`
+}
+
+// checkAxe runs axe-core on the tab's page and fails on serious or critical
+// violations (WCAG 2.0–2.2 A and AA rules and best practices).
+func checkAxe(t *testing.T, tab context.Context, src, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](src)); err != nil {
+		t.Fatalf("%s: load axe: %v", what, err)
+	}
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](`axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa', 'best-practice']}})
+		.then(r => ({passes: r.passes.length, violations: r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length}))}))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("%s: axe: %v", what, err)
+	}
+	var res struct {
+		Passes     int            `json:"passes"`
+		Violations []axeViolation `json:"violations"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Passes < 10 {
+		t.Errorf("%s: axe passed only %d rules: did it run?", what, res.Passes)
+	}
+	t.Logf("%s: axe: %d rules pass, %d violations", what, res.Passes, len(res.Violations))
+	for _, v := range res.Violations {
+		if v.Impact == "serious" || v.Impact == "critical" {
+			t.Errorf("%s: axe %s violation %s: %s (%d nodes)", what, v.Impact, v.ID, v.Help, v.Nodes)
+		} else {
+			t.Logf("%s: axe %s: %s (%s)", what, v.Impact, v.ID, v.Help)
+		}
+	}
+}
