@@ -358,10 +358,54 @@ func TestExplain(t *testing.T) {
 
 func TestEvaluateDoesNotAllocate(t *testing.T) {
 	// Not parallel: AllocsPerRun needs a quiet heap.
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under the race detector")
+	}
 	p := mustDefault(t)
 	for _, r := range []*Request{chromeRequest(), curlRequest("curl/8.5.0"), curlRequest(uaGPTBot), curlRequest(uaChrome)} {
 		if n := testing.AllocsPerRun(100, func() { p.Evaluate(r) }); n != 0 {
 			t.Errorf("%s: %v allocations, want 0", r.Header.Get("User-Agent"), n)
+		}
+	}
+}
+
+func TestAppendNamesDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under the race detector")
+	}
+	p := mustDefault(t)
+	d := p.Evaluate(curlRequest(uaChrome))
+	buf := make([]string, 0, 8)
+	if n := testing.AllocsPerRun(100, func() { buf = d.AppendNames(buf[:0]) }); n != 0 {
+		t.Errorf("AppendNames: %v allocations, want 0", n)
+	}
+	if want := []string{"generic-browser", "suspicion", "ua_tls_mismatch", "browser_headers_missing"}; !slices.Equal(buf, want) {
+		t.Errorf("AppendNames = %q, want %q", buf, want)
+	}
+}
+
+// TestConcurrentEvaluate runs one policy from many goroutines; with -race
+// it shows that a Policy is safe for concurrent use, CEL rules included.
+func TestConcurrentEvaluate(t *testing.T) {
+	t.Parallel()
+	p, err := Load("testdata/good/anubis-rules.yaml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := p.Evaluate(chromeRequest())
+	done := make(chan Decision)
+	for range 8 {
+		go func() {
+			var d Decision
+			for range 50 {
+				d = p.Evaluate(chromeRequest())
+			}
+			done <- d
+		}()
+	}
+	for range 8 {
+		if d := <-done; d.Action != want.Action || d.Rule != want.Rule || d.Weight != want.Weight {
+			t.Errorf("concurrent Evaluate = %s %q %d, want %s %q %d", d.Action, d.Rule, d.Weight, want.Action, want.Rule, want.Weight)
 		}
 	}
 }
