@@ -144,27 +144,38 @@ func (h *Hello) unmarshalBody(s cryptobyte.String) error {
 			return fmt.Errorf("%w: extensions block", ErrMalformed)
 		}
 	}
-	// All 16-bit lists share one array, which the cipher suites and the
-	// extensions block cannot outgrow; strings are substrings of one copy
-	// of the extensions block.
-	d := &decoder{u16: make([]uint16, 0, (len(ciphers)+len(exts))/2), block: exts, str: string(exts)}
-	h.CipherSuites = d.uint16s(ciphers)
-	// One pass records the types; the bodies the fingerprint reads are
-	// decoded afterwards so that the types stay contiguous.
-	var known [5]cryptobyte.String // by knownIndex; the first occurrence wins
+	// One pass collects the types and the bodies the fingerprint reads;
+	// the first occurrence of each wins.
+	var tbuf [64]uint16
+	types := tbuf[:0]
+	var known [5]cryptobyte.String // by knownIndex
 	var seen [5]bool
-	start := len(d.u16)
 	for !exts.Empty() {
 		var typ uint16
 		var data cryptobyte.String
 		if !exts.ReadUint16(&typ) || !exts.ReadUint16LengthPrefixed(&data) {
-			return fmt.Errorf("%w: extension %d", ErrMalformed, len(d.u16)-start)
+			return fmt.Errorf("%w: extension %d", ErrMalformed, len(types))
 		}
-		d.u16 = append(d.u16, typ)
+		types = append(types, typ)
 		if i := knownIndex(typ); i >= 0 && !seen[i] {
 			known[i], seen[i] = data, true
 		}
 	}
+	// All 16-bit lists share one array, allocated once at (about) its
+	// size; the server name and the ALPN protocols are substrings of one
+	// copy of their two extension bodies.
+	n := len(ciphers)/2 + len(types)
+	for _, k := range known[2:] {
+		n += len(k) / 2
+	}
+	d := &decoder{
+		u16:   make([]uint16, 0, n),
+		bases: [2]cryptobyte.String{known[0], known[1]},
+		str:   string(known[0]) + string(known[1]),
+	}
+	h.CipherSuites = d.uint16s(ciphers)
+	start := len(d.u16)
+	d.u16 = append(d.u16, types...)
 	h.Extensions = d.u16[start:len(d.u16):len(d.u16)]
 	for i, typ := range [...]uint16{extServerName, extALPN, extSupportedVersions, extSignatureAlgorithms, extSupportedGroups} {
 		if seen[i] {
@@ -194,8 +205,8 @@ func knownIndex(typ uint16) int {
 // decoder holds the shared storage of one hello's lists.
 type decoder struct {
 	u16   []uint16
-	block cryptobyte.String // the extensions block
-	str   string            // its copy
+	bases [2]cryptobyte.String // the server_name and ALPN bodies
+	str   string               // their copy, concatenated
 }
 
 // uint16s reads a list of 16-bit values into the shared array; a trailing
@@ -208,11 +219,14 @@ func (d *decoder) uint16s(s cryptobyte.String) []uint16 {
 	return d.u16[start:len(d.u16):len(d.u16)]
 }
 
-// string returns s, which cryptobyte read from within the extensions block,
-// as a substring of the block's copy. Both share the input's array, which
-// ends where both capacities end, so the capacities give the offset.
-func (d *decoder) string(s cryptobyte.String) string {
-	off := cap(d.block) - cap(s)
+// string returns s, which cryptobyte read from within bases[i], as a
+// substring of the copy. Both slices share the input's array, which ends
+// where both capacities end, so the capacities give the offset.
+func (d *decoder) string(i int, s cryptobyte.String) string {
+	off := cap(d.bases[i]) - cap(s)
+	if i == 1 {
+		off += len(d.bases[0])
+	}
 	return d.str[off : off+len(s)]
 }
 
@@ -233,7 +247,7 @@ func (h *Hello) unmarshalExtension(d *decoder, typ uint16, data cryptobyte.Strin
 				return
 			}
 			if nameType == 0 { // host_name
-				h.ServerName = d.string(name)
+				h.ServerName = d.string(0, name)
 				return
 			}
 		}
@@ -248,7 +262,7 @@ func (h *Hello) unmarshalExtension(d *decoder, typ uint16, data cryptobyte.Strin
 			if !list.ReadUint8LengthPrefixed(&proto) {
 				return
 			}
-			protos = append(protos, d.string(proto))
+			protos = append(protos, d.string(1, proto))
 		}
 		h.ALPN = protos
 	case extSupportedVersions: // RFC 8446 §4.2.1
