@@ -218,7 +218,38 @@ func (p *Policy) compileRule(fr *fileRule, env *cel.Env) (rule, error) {
 		errs = append(errs, fmt.Errorf("unknown action %q (ALLOW, DENY, CHALLENGE, WEIGH, RATE)", fr.Action))
 	}
 	r.action = a
-	n := 0 // matchers
+	n, err := p.compileMatchers(&r, fr, env)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if n == 0 {
+		errs = append(errs, errors.New("no matcher: set user_agent_regex, path_regex, headers_regex, remote_addresses, expression, ja4, hfp, h2fp, client_family or signal"))
+	}
+	switch a {
+	case WEIGH:
+		r.adjust = 5 // Anubis's default
+		if fr.Weight != nil {
+			r.adjust = fr.Weight.Adjust
+		}
+	case CHALLENGE:
+		c, err := p.challenge(fr.Challenge, fr.src)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		r.challenge = c
+	case RATE:
+		if err := r.setRate(fr.Rate); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return r, errors.Join(errs...)
+}
+
+// compileMatchers compiles the matchers of fr into r and returns how many
+// there are.
+func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, error) {
+	var errs []error
+	n := 0
 	if fr.UserAgentRegex != nil {
 		n++
 		m, err := p.ua.compile(trimRegex(*fr.UserAgentRegex))
@@ -251,16 +282,12 @@ func (p *Policy) compileRule(fr *fileRule, env *cel.Env) (rule, error) {
 	}
 	for _, s := range fr.RemoteAddresses {
 		n++
-		pfx, err := netip.ParsePrefix(s)
+		pfx, err := parsePrefix(s)
 		if err != nil {
-			addr, err2 := netip.ParseAddr(s)
-			if err2 != nil {
-				errs = append(errs, fmt.Errorf("remote_addresses: %w", err))
-				continue
-			}
-			pfx = netip.PrefixFrom(addr, addr.BitLen())
+			errs = append(errs, fmt.Errorf("remote_addresses: %w", err))
+			continue
 		}
-		r.addrs = append(r.addrs, pfx.Masked())
+		r.addrs = append(r.addrs, pfx)
 	}
 	r.ja4, r.hfp, r.h2f = newFPList(fr.JA4), newFPList(fr.HFP), newFPList(fr.H2FP)
 	r.families = fr.ClientFamily
@@ -284,27 +311,20 @@ func (p *Policy) compileRule(fr *fileRule, env *cel.Env) (rule, error) {
 			errs = append(errs, fmt.Errorf("expression: %w", err))
 		}
 	}
-	if n == 0 {
-		errs = append(errs, errors.New("no matcher: set user_agent_regex, path_regex, headers_regex, remote_addresses, expression, ja4, hfp, h2fp, client_family or signal"))
+	return n, errors.Join(errs...)
+}
+
+// parsePrefix reads a CIDR prefix or a single address.
+func parsePrefix(s string) (netip.Prefix, error) {
+	pfx, err := netip.ParsePrefix(s)
+	if err != nil {
+		addr, err2 := netip.ParseAddr(s)
+		if err2 != nil {
+			return netip.Prefix{}, err
+		}
+		pfx = netip.PrefixFrom(addr, addr.BitLen())
 	}
-	switch a {
-	case WEIGH:
-		r.adjust = 5 // Anubis's default
-		if fr.Weight != nil {
-			r.adjust = fr.Weight.Adjust
-		}
-	case CHALLENGE:
-		c, err := p.challenge(fr.Challenge, fr.src)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		r.challenge = c
-	case RATE:
-		if err := r.setRate(fr.Rate); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return r, errors.Join(errs...)
+	return pfx.Masked(), nil
 }
 
 // trimRegex drops the trailing newline a YAML ">" block leaves, which

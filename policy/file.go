@@ -164,6 +164,7 @@ var ruleKeys = map[string]bool{
 	"headers_regex": true, "remote_addresses": true, "expression": true,
 	"ja4": true, "hfp": true, "h2fp": true, "client_family": true, "signal": true,
 	"challenge": true, "weight": true, "rate": true, "import": true,
+	"reroute_to": true, // Anubis's DENY_AND_REROUTE
 }
 
 // maxImportDepth bounds nested imports.
@@ -350,6 +351,10 @@ func (l *loader) rule(name string, n *yaml.Node, depth int) error {
 	r := &fileRule{src: at(name, n)}
 	if err := n.Decode(r); err != nil {
 		return decodeError(name, n, err)
+	}
+	if r.Action == "DENY_AND_REROUTE" {
+		l.warn("%s: rule %q: DENY_AND_REROUTE is served as DENY (no reroute)", r.src, r.Name)
+		r.Action = "DENY"
 	}
 	if r.Action == "DEBUG_BENCHMARK" {
 		l.warn("%s: rule %q: action DEBUG_BENCHMARK not supported; rule skipped", r.src, r.Name)

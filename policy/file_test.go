@@ -121,6 +121,8 @@ func TestAnubisExamples(t *testing.T) {
 			r.Header.Del("Sec-Ch-Ua")
 		}, CHALLENGE, "extreme-suspicion", Challenge{"pow", 16}, 20},
 		{"anubis-default-local.yaml", nil, CHALLENGE, "moderate-suspicion", Challenge{"pow", 4}, 10},
+		{"anubis-deny-and-reroute.yaml", func(r *Request) { r.Header.Set("User-Agent", uaGPTBot) }, DENY, "ai-scrapers-tarpit", Challenge{}, 0},
+		{"anubis-deny-and-reroute.yaml", nil, CHALLENGE, "legacy-anubis-behaviour", Challenge{"pow", 20}, 0},
 		{"anubis-default-local.yaml", func(r *Request) { r.Header.Set("User-Agent", uaGPTBot) }, DENY, "ai-crawlers", Challenge{}, 0},
 		{"anubis-default-local.yaml", func(r *Request) { r.Header.Set("User-Agent", "curl/8.5.0") }, ALLOW, "minimal-suspicion", Challenge{}, 0},
 	}
