@@ -10,6 +10,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/maatproxy/maat/internal/testclient"
+	utls "github.com/refraction-networking/utls"
 )
 
 // errorLog collects the OnError calls of a Config.
@@ -225,6 +228,68 @@ func TestHelloDeadline(t *testing.T) {
 					t.Errorf("%d OnError calls, want 1", n)
 				}
 			})
+		})
+	}
+}
+
+// TestListenerSegments feeds Chrome's post-quantum hello (utls
+// HelloChrome_133, larger than one TCP segment) through a Conn in segments
+// of a typical MSS, and split across records, and checks that the
+// fingerprint equals that of the handshake message and that the bytes
+// reach the reader unchanged.
+func TestListenerSegments(t *testing.T) {
+	t.Parallel()
+	msg, err := testclient.HelloMessage(utls.HelloChrome_133, "www.example.org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg) <= 1460 {
+		t.Fatalf("Chrome's hello has %d bytes, want more than one segment", len(msg))
+	}
+	h, err := ParseHandshake(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := h.Fingerprint(false)
+	tests := []struct {
+		name    string
+		records []byte
+		segment int
+	}{
+		{"one record, 1460-byte segments", records(msg, 1<<14), 1460},
+		{"one record, 1-byte segments", records(msg, 1<<14), 1},
+		{"two records", records(msg, 1000, 1<<14), 1460},
+		{"two records, split header", records(msg, 3, 1<<14), 536},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			client, server := net.Pipe()
+			defer client.Close()
+			c := newConn(server, &Config{})
+			defer c.Close()
+			go func() {
+				for b := tt.records; len(b) > 0; {
+					n := min(tt.segment, len(b))
+					if _, err := client.Write(b[:n]); err != nil {
+						return
+					}
+					b = b[n:]
+				}
+			}()
+			got := make([]byte, len(tt.records))
+			if _, err := io.ReadFull(c, got); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, tt.records) {
+				t.Error("replayed bytes differ")
+			}
+			if fp := c.Fingerprint(); fp == nil || *fp != *want {
+				t.Errorf("fingerprint %+v (%v), want %+v", fp, c.Err(), want)
+			}
+			if want.Client.Family != "chrome" {
+				t.Errorf("client %+v, want chrome", want.Client)
+			}
 		})
 	}
 }
