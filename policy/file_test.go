@@ -289,3 +289,29 @@ func TestDefaultPolicyYAML(t *testing.T) {
 		t.Errorf("default policy warns: %v", w)
 	}
 }
+
+// TestDocExample parses the policy the package documentation shows.
+func TestDocExample(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var yml strings.Builder
+	for _, line := range strings.Split(string(src), "\n") {
+		if s, ok := strings.CutPrefix(line, "//\t"); ok {
+			yml.WriteString(s + "\n")
+		}
+	}
+	opts := Options{
+		ReadFile: func(string) ([]byte, error) { return []byte("- {name: x, path_regex: ^/x, action: DENY}"), nil },
+		Glob:     func(string) ([]string, error) { return []string{"rules/x.yaml"}, nil },
+	}
+	p, err := Parse("doc.yaml", []byte(yml.String()), opts)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, yml.String())
+	}
+	if len(p.Rules()) != 4 || len(p.thresholds) != 3 || len(p.Warnings()) != 0 {
+		t.Errorf("rules %v thresholds %d warnings %v", p.Rules(), len(p.thresholds), p.Warnings())
+	}
+}
