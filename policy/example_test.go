@@ -1,7 +1,9 @@
 package policy_test
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -53,4 +55,40 @@ func ExampleRobotsToPolicy() {
 	//     action: DENY
 	//     user_agent_regex: (?i)GPTBot
 	//     path_regex: ^/
+}
+
+// staticDNS is a Resolver with one forward-confirmed crawler address.
+type staticDNS struct{}
+
+func (staticDNS) LookupAddr(_ context.Context, addr string) ([]string, error) {
+	if addr == "66.249.66.1" {
+		return []string{"crawl-66-249-66-1.googlebot.com."}, nil
+	}
+	return []string{"localhost"}, nil
+}
+
+func (staticDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if host == "crawl-66-249-66-1.googlebot.com" {
+		return []netip.Addr{netip.MustParseAddr("66.249.66.1")}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+func ExampleVerifier() {
+	v, err := policy.NewVerifier(policy.VerifierConfig{Resolver: staticDNS{}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ua := "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+	for _, ip := range []string{"66.249.66.1", "127.0.0.1"} {
+		r := &policy.Request{RemoteAddr: netip.MustParseAddr(ip), Header: http.Header{"User-Agent": {ua}}}
+		if policy.ClaimedCrawler(ua) != "" { // the edge asks only then
+			r.CrawlerVerified = v.Verify(context.Background(), ua, r.RemoteAddr)
+		}
+		fmt.Println(ip, r.CrawlerVerified)
+	}
+	// Output:
+	// 66.249.66.1 verified
+	// 127.0.0.1 failed
 }

@@ -212,12 +212,15 @@ func hasHeader(r *Request, canonical string) bool {
 }
 
 // browserHeadersMissing checks the headers every modern browser sends on
-// every request: Accept-Language; over TLS also Sec-Fetch-Mode and, for
-// Chromium, Sec-Ch-Ua. It also checks the order of the pseudo-headers
-// (HTTP/2, HTTP/3) or that Host comes first (HTTP/1.1) when the order is
-// known.
+// every request: Accept-Language, Accept (but for WebSocket handshakes);
+// over TLS also Sec-Fetch-Mode and, for Chromium, Sec-Ch-Ua. It also checks
+// the order of the pseudo-headers (HTTP/2) or that Host comes first
+// (HTTP/1.1) when the order is known.
 func browserHeadersMissing(r *Request, c uaClaim) bool {
-	if !hasHeader(r, "Accept-Language") || !hasHeader(r, "Accept") {
+	if !hasHeader(r, "Accept-Language") {
+		return true
+	}
+	if !hasHeader(r, "Accept") && !isUpgrade(r) { // WebSocket handshakes carry no Accept
 		return true
 	}
 	if r.TLS && modernBrowser(c) {
@@ -232,7 +235,9 @@ func browserHeadersMissing(r *Request, c uaClaim) bool {
 		return false
 	}
 	if r.HeaderOrder[0] != "" && r.HeaderOrder[0][0] == ':' {
-		return !pseudoOrderOK(c.brand, r.HeaderOrder)
+		// Pseudo-header orders are known for HTTP/2; browsers' HTTP/3
+		// stacks are younger and differ.
+		return r.Proto == "HTTP/2.0" && !pseudoOrderOK(c.brand, r.HeaderOrder)
 	}
 	if r.Proto == "HTTP/1.1" {
 		return !strings.EqualFold(r.HeaderOrder[0], "host")

@@ -95,6 +95,19 @@ func TestSignals(t *testing.T) {
 			r.Header.Set("Upgrade", "websocket")
 		}, nil},
 		{"chrome on HTTP/3", func(r *Request) { r.Proto = "HTTP/3.0" }, nil},
+		{"firefox on HTTP/3, another pseudo order", func(r *Request) {
+			r.Header.Set("User-Agent", uaFirefox)
+			r.Header.Del("Sec-Ch-Ua")
+			r.ClientFamily, r.Proto = "firefox", "HTTP/3.0"
+			r.HeaderOrder = []string{":method", ":scheme", ":authority", ":path", "user-agent"}
+		}, nil},
+		{"chrome websocket handshake", func(r *Request) {
+			r.Proto = "HTTP/1.1"
+			r.Header.Del("Accept")
+			r.Header.Set("Upgrade", "websocket")
+			r.HeaderOrder = []string{"Host", "Connection", "Pragma", "Cache-Control", "User-Agent", "Upgrade"}
+		}, nil},
+		{"no accept", func(r *Request) { r.Header.Del("Accept") }, []Signal{SignalBrowserHeadersMissing}},
 		{"old chrome on HTTP/1.1", func(r *Request) {
 			r.Header.Set("User-Agent", "Mozilla/5.0 (Windows NT 6.1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/49.0.2623.112 Safari/537.36")
 			r.Proto = "HTTP/1.1"
