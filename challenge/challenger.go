@@ -62,6 +62,7 @@ func New(cfg Config) (*Challenger, error) {
 	c.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{c.signingMethod().Alg()}),
 		jwt.WithExpirationRequired(),
+		jwt.WithStrictDecoding(),
 		jwt.WithTimeFunc(c.now),
 	)
 	c.langs, c.en = newLangs(cfg.Messages)

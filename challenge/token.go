@@ -127,7 +127,7 @@ func parseToken(s string, keys *macPool) (token, error) {
 	if len(s) > maxTokenLen {
 		return t, ErrTokenMalformed
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil || len(raw) < macLen {
 		return t, ErrTokenMalformed
 	}
