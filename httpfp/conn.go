@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"hash/maphash"
 	"net"
 	"net/http"
 	"strings"
@@ -52,9 +53,9 @@ type pending struct {
 	fp                Fingerprint
 }
 
-// fieldHash hashes one header field (FNV-1a over the lowercased name, a
-// zero byte and the value, then a final mix).
-func fieldHash(name, value string) uint64 {
+// fieldHash hashes one header field: FNV-1a over the lowercased name
+// (short), maphash over the value (long), mixed.
+func fieldHash(seed maphash.Seed, name, value string) uint64 {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(name); i++ {
@@ -64,10 +65,7 @@ func fieldHash(name, value string) uint64 {
 		}
 		h = (h ^ uint64(c)) * prime
 	}
-	h *= prime
-	for i := 0; i < len(value); i++ {
-		h = (h ^ uint64(value[i])) * prime
-	}
+	h ^= maphash.String(seed, value)
 	h ^= h >> 29
 	h *= 0xbf58476d1ce4e5b9
 	return h ^ h>>32
@@ -89,14 +87,14 @@ func summed(name string) bool {
 }
 
 // headerSum is the order-independent sum of fieldHash over r.Header.
-func headerSum(h http.Header) uint64 {
+func headerSum(seed maphash.Seed, h http.Header) uint64 {
 	var sum uint64
 	for k, vs := range h {
 		if !summed(k) {
 			continue
 		}
 		for _, v := range vs {
-			sum += fieldHash(k, v)
+			sum += fieldHash(seed, k, v)
 		}
 	}
 	return sum
@@ -112,6 +110,7 @@ type tap interface {
 type Conn struct {
 	net.Conn
 	proto Proto
+	seed  maphash.Seed // of fieldHash
 
 	tapMu sync.Mutex // held while feeding; the server reads from one goroutine at a time
 	tap   tap
@@ -125,7 +124,7 @@ type Conn struct {
 // NewConn returns c with its reads tapped for protocol p. Bytes pass through
 // unchanged. For H3, which has no net.Conn, use H3Tracer.
 func NewConn(c net.Conn, p Proto, cfg Config) *Conn {
-	fc := &Conn{Conn: c, proto: p}
+	fc := &Conn{Conn: c, proto: p, seed: maphash.MakeSeed()}
 	switch p {
 	case H1:
 		fc.tap = newH1Tap(fc, cfg)
@@ -194,8 +193,7 @@ func (c *Conn) push(p *pending) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.queue) == maxPending {
-		c.queue[0] = nil
-		c.queue = c.queue[1:]
+		c.remove(0, 1)
 	}
 	c.queue = append(c.queue, p)
 }
@@ -209,9 +207,8 @@ func (c *Conn) take(r *http.Request) (*Fingerprint, bool) {
 			if p.method == r.Method && p.uri == r.RequestURI {
 				// Requests are served in order: those before r were
 				// answered without a handler (OPTIONS *) or not taken.
-				clear(c.queue[:i+1])
-				c.queue = c.queue[i+1:]
-				return c.taken(p)
+				c.remove(0, i+1)
+				return &p.fp, true
 			}
 		}
 		return nil, false
@@ -230,7 +227,7 @@ func (c *Conn) take(r *http.Request) (*Fingerprint, bool) {
 		return nil, false
 	}
 	if n > 1 {
-		sum := headerSum(r.Header)
+		sum := headerSum(c.seed, r.Header)
 		for i, p := range c.queue[found:] {
 			if p.method == r.Method && p.uri == r.RequestURI && p.host == r.Host && p.sum == sum {
 				found += i
@@ -239,17 +236,19 @@ func (c *Conn) take(r *http.Request) (*Fingerprint, bool) {
 		}
 	}
 	p := c.queue[found]
-	copy(c.queue[found:], c.queue[found+1:])
-	c.queue[len(c.queue)-1] = nil
-	c.queue = c.queue[:len(c.queue)-1]
-	return c.taken(p)
+	c.remove(found, found+1)
+	return &p.fp, true
 }
 
-func (c *Conn) taken(p *pending) (*Fingerprint, bool) {
-	if len(c.queue) == 0 {
-		c.queue = nil // free a backing array grown by pipelining
+// remove drops queue[i:j], keeping the backing array unless pipelining
+// grew it.
+func (c *Conn) remove(i, j int) {
+	n := copy(c.queue[i:], c.queue[j:])
+	clear(c.queue[i+n:])
+	c.queue = c.queue[:i+n]
+	if len(c.queue) == 0 && cap(c.queue) > 16 {
+		c.queue = nil
 	}
-	return &p.fp, true
 }
 
 // Pending returns how many captured requests wait for their handler.

@@ -3,6 +3,7 @@ package httpfp
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash/maphash"
 	"net/http"
 	"slices"
 	"strings"
@@ -153,6 +154,7 @@ type fields struct {
 	cookies                 []string
 	langSeen                bool
 	sum                     uint64 // of fieldHash over the summed fields
+	seed                    maphash.Seed
 }
 
 func (f *fields) reset() {
@@ -165,7 +167,7 @@ func (f *fields) reset() {
 func (f *fields) add(name, value string, ja4h bool) {
 	f.names = append(f.names, name)
 	if summed(name) {
-		f.sum += fieldHash(name, value)
+		f.sum += fieldHash(f.seed, name, value)
 	}
 	switch name {
 	case ":method":
@@ -188,9 +190,8 @@ func (f *fields) add(name, value string, ja4h bool) {
 }
 
 // pending returns the request's fingerprint, keyed as the server will key
-// the *http.Request. out and raw are scratch buffers kept between calls.
-func (f *fields) pending(proto Proto, ja4h bool, h2fp string, out, raw *[]byte) *pending {
-	names := slices.Clone(f.names)
+// the *http.Request.
+func (f *fields) pending(proto Proto, ja4h bool, h2fp string, m *memo) *pending {
 	p := &pending{method: f.method, host: f.authority, uri: f.path, sum: f.sum}
 	if p.host == "" {
 		p.host = f.host
@@ -198,17 +199,69 @@ func (f *fields) pending(proto Proto, ja4h bool, h2fp string, out, raw *[]byte) 
 	if p.method == http.MethodConnect {
 		p.uri = f.authority
 	}
-	p.fp.Names, p.fp.Ordered, p.fp.H2FP = names, true, h2fp
-	hfp, r := appendHFP((*out)[:0], (*raw)[:0], proto, names)
-	p.fp.HFP, p.fp.HFPR = string(hfp), string(r)
-	*out, *raw = hfp, r
+	p.fp.Names, p.fp.HFP, p.fp.HFPR = m.get(proto, f.names)
+	p.fp.Ordered, p.fp.H2FP = true, h2fp
 	if ja4h {
 		version := "20"
 		if proto == H3 {
 			version = "30"
 		}
-		j := ja4hInput{method: f.method, version: version, names: names, cookies: f.cookies, lang: f.lang}
+		j := ja4hInput{method: f.method, version: version, names: p.fp.Names, cookies: f.cookies, lang: f.lang}
 		p.fp.JA4H, p.fp.JA4HR = j.compute()
 	}
 	return p
+}
+
+// memo remembers the last header list of a connection and its hfp: clients
+// repeat theirs, so a request with the same names as the one before costs
+// no hash and no allocation for them.
+type memo struct {
+	names     []string // shared, read-only, by the fingerprints that have it
+	joined    string   // the names back to back (HTTP/1)
+	ends      []int    // end of each name in joined (HTTP/1)
+	hfp, hfpr string
+	raw, out  []byte // scratch
+}
+
+// set computes the hfp of names (which memo keeps) and returns them.
+func (m *memo) set(p Proto, names []string) ([]string, string, string) {
+	hfp, raw := appendHFP(m.out[:0], m.raw[:0], p, names)
+	m.names, m.hfp, m.hfpr = names, string(hfp), string(raw)
+	m.out, m.raw = hfp, raw
+	return m.names, m.hfp, m.hfpr
+}
+
+// get returns names, or the equal list memo holds, with their hfp.
+func (m *memo) get(p Proto, names []string) ([]string, string, string) {
+	if m.names != nil && slices.Equal(names, m.names) {
+		return m.names, m.hfp, m.hfpr
+	}
+	return m.set(p, slices.Clone(names))
+}
+
+// getJoined is get for names given back to back in joined, each ending at
+// ends[i]-base.
+func (m *memo) getJoined(p Proto, joined []byte, ends []int, base int) ([]string, string, string) {
+	if m.names != nil && string(joined) == m.joined && len(ends) == len(m.ends) {
+		same := true
+		for i, e := range ends {
+			if e-base != m.ends[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return m.names, m.hfp, m.hfpr
+		}
+	}
+	m.joined, m.ends = string(joined), m.ends[:0]
+	names := make([]string, len(ends))
+	start := 0
+	for i, end := range ends {
+		end -= base
+		names[i] = m.joined[start:end]
+		m.ends = append(m.ends, end)
+		start = end
+	}
+	return m.set(p, names)
 }

@@ -75,7 +75,7 @@ type h1Tap struct {
 	chunkLine int
 	digits    int
 
-	raw, out []byte // scratch for hfp
+	memo memo
 }
 
 func newH1Tap(c *Conn, cfg Config) *h1Tap {
@@ -408,21 +408,13 @@ func (t *h1Tap) endField() error {
 
 // endHeader queues the request's fingerprint and follows its body.
 func (t *h1Tap) endHeader() error {
-	s := string(t.buf)
-	names := make([]string, len(t.ends))
-	start := t.tEnd
-	for i, end := range t.ends {
-		names[i] = s[start:end]
-		start = end
-	}
-	p := &pending{method: s[:t.mEnd], uri: s[t.mEnd:t.tEnd]}
-	p.fp.Names, p.fp.Ordered = names, true
-	var hfp, raw []byte
-	hfp, raw = appendHFP(t.out[:0], t.raw[:0], H1, names)
-	p.fp.HFP, p.fp.HFPR = string(hfp), string(raw)
-	t.out, t.raw = hfp, raw
+	p := &pending{}
+	mu := string(t.buf[:t.tEnd])
+	p.method, p.uri = mu[:t.mEnd], mu[t.mEnd:]
+	p.fp.Names, p.fp.HFP, p.fp.HFPR = t.memo.getJoined(H1, t.buf[t.tEnd:], t.ends, t.tEnd)
+	p.fp.Ordered = true
 	if t.ja4h {
-		j := ja4hInput{method: p.method, version: string(t.ver[:]), names: names, cookies: t.cookies, lang: t.lang}
+		j := ja4hInput{method: p.method, version: string(t.ver[:]), names: p.fp.Names, cookies: t.cookies, lang: t.lang}
 		p.fp.JA4H, p.fp.JA4HR = j.compute()
 	}
 	t.c.push(p)

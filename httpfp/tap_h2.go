@@ -73,11 +73,12 @@ type h2Tap struct {
 	settingsSeen, windowSeen bool
 	window                   uint32
 	h2fp                     string // set by the first request
-	raw, out                 []byte // scratch for hfp
+	memo                     memo
 }
 
 func newH2Tap(c *Conn, cfg Config) *h2Tap {
 	t := &h2Tap{c: c, ja4h: cfg.JA4H, max: cfg.maxHeaderBytes()}
+	t.fields.seed = c.seed
 	t.dec = hpack.NewDecoder(4096, t.emit)
 	t.dec.SetAllowedMaxDynamicTableSize(maxHPACKTable)
 	t.dec.SetMaxStringLength(t.max)
@@ -303,7 +304,7 @@ func (t *h2Tap) endBlock() error {
 	if t.h2fp == "" {
 		t.h2fp = t.fingerprint(t.fields.names)
 	}
-	t.c.push(t.fields.pending(H2, t.ja4h, t.h2fp, &t.out, &t.raw))
+	t.c.push(t.fields.pending(H2, t.ja4h, t.h2fp, &t.memo))
 	return nil
 }
 

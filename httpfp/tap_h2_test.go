@@ -40,7 +40,7 @@ func (c *h2Client) block(fields []string) []byte {
 }
 
 // headers sends a header block, split into frames of at most split bytes.
-func (c *h2Client) headers(t *testing.T, stream uint32, fields []string, split int, pad uint8) {
+func (c *h2Client) headers(t testing.TB, stream uint32, fields []string, split int, pad uint8) {
 	t.Helper()
 	b := c.block(fields)
 	first := b[:min(split, len(b))]

@@ -2,6 +2,7 @@ package httpfp
 
 import (
 	"context"
+	"hash/maphash"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3/qlog"
@@ -23,7 +24,7 @@ type Tracer = func(ctx context.Context, isClient bool, connID quic.ConnectionID)
 // still gets them).
 func H3Tracer(cfg Config, next Tracer) Tracer {
 	return func(ctx context.Context, isClient bool, connID quic.ConnectionID) qlogwriter.Trace {
-		t := &h3Trace{c: &Conn{proto: H3}, ja4h: cfg.JA4H, max: cfg.maxHeaderBytes()}
+		t := &h3Trace{c: &Conn{proto: H3, seed: maphash.MakeSeed()}, ja4h: cfg.JA4H, max: cfg.maxHeaderBytes()}
 		if next != nil {
 			t.next = next(ctx, isClient, connID)
 		}
@@ -93,7 +94,7 @@ func (r *h3Recorder) Close() error {
 // headers queues the fingerprint of a request's field section. Trailers
 // (no :method) and sections over the size limit are left out.
 func (t *h3Trace) headers(hfs []qlog.HeaderField) {
-	var f fields
+	f := fields{seed: t.c.seed}
 	size := 0
 	for _, hf := range hfs {
 		if hf.InvalidName || hf.InvalidValue {
@@ -107,6 +108,6 @@ func (t *h3Trace) headers(hfs []qlog.HeaderField) {
 	if f.method == "" {
 		return
 	}
-	var out, raw []byte
-	t.c.push(f.pending(H3, t.ja4h, "", &out, &raw))
+	var m memo
+	t.c.push(f.pending(H3, t.ja4h, "", &m))
 }
