@@ -49,7 +49,8 @@ const hashLen = 12
 // Fingerprint computes the JA4 fingerprints of h, for a hello carried in
 // QUIC if quic is set, otherwise over TCP.
 func (h *Hello) Fingerprint(quic bool) *Fingerprint {
-	fp := &Fingerprint{QUIC: quic}
+	// Filled on the stack and copied to the heap once at the end.
+	fp := Fingerprint{QUIC: quic}
 
 	// The lists without GREASE, in wire order and sorted. Stack buffers
 	// cover ordinary hellos; append moves larger ones to the heap.
@@ -83,9 +84,9 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 			sorted = append(sorted, e)
 		}
 	}
-	slices.Sort(sorted)
+	sortUint16s(sorted)
 	sortedCiphers := append(csbuf[:0], ciphers...)
-	slices.Sort(sortedCiphers)
+	sortUint16s(sortedCiphers)
 	sigalgs := gbuf[:0]
 	for _, s := range h.SignatureAlgorithms {
 		if !IsGREASE(s) {
@@ -171,7 +172,21 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 	fp.SNI = s[oEnd:sniEnd]
 	fp.ALPN = s[sniEnd:]
 	fp.Client, _ = LookupClient(fp.JA4)
-	return fp
+	return &fp
+}
+
+// sortUint16s sorts a short list in place by insertion, which beats the
+// general sort on the few dozen values of a hello.
+func sortUint16s(vs []uint16) {
+	if len(vs) > 64 {
+		slices.Sort(vs)
+		return
+	}
+	for i := 1; i < len(vs); i++ {
+		for j := i; j > 0 && vs[j] < vs[j-1]; j-- {
+			vs[j], vs[j-1] = vs[j-1], vs[j]
+		}
+	}
 }
 
 // maxVersion is the highest non-GREASE value of supported_versions, or
