@@ -185,7 +185,7 @@ func (p *pools) init() {
 func (c *Challenger) render(w http.ResponseWriter, r *http.Request, status int, d *pageData, script bool) {
 	var nb [16]byte
 	rand.Read(nb[:])
-	nonce := base64.RawStdEncoding.EncodeToString(nb[:])
+	nonce := base64.RawURLEncoding.EncodeToString(nb[:]) // CSP allows "-" and "_"; html/template leaves them alone
 	h := w.Header()
 	h.Set("Content-Security-Policy", csp(nonce, script))
 	h.Set("Content-Type", "text/html; charset=utf-8")

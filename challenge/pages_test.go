@@ -55,7 +55,7 @@ func TestChallengeNonNavigation(t *testing.T) {
 	}
 }
 
-var nonceRE = regexp.MustCompile(`script-src 'nonce-([A-Za-z0-9+/]+)'`)
+var nonceRE = regexp.MustCompile(`script-src 'nonce-([A-Za-z0-9_-]+)'`)
 
 func TestChallengePage(t *testing.T) {
 	t.Parallel()
