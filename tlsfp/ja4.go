@@ -56,44 +56,29 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 	// cover ordinary hellos; append moves larger ones to the heap.
 	var cbuf, csbuf [64]uint16
 	var ebuf, esbuf, gbuf [48]uint16
-	ciphers := cbuf[:0]
-	for _, c := range h.CipherSuites {
-		if IsGREASE(c) {
-			fp.GREASE = true
-			continue
-		}
-		ciphers = append(ciphers, c)
-	}
-	exts := ebuf[:0]
-	for _, e := range h.Extensions {
-		if IsGREASE(e) {
-			fp.GREASE = true
-			continue
-		}
-		exts = append(exts, e)
+	var l ja4Lists
+	l.ciphers = appendNonGREASE(cbuf[:0], h.CipherSuites)
+	l.exts = appendNonGREASE(ebuf[:0], h.Extensions)
+	l.sigalgs = appendNonGREASE(gbuf[:0], h.SignatureAlgorithms)
+	l.sortedCiphers = append(csbuf[:0], l.ciphers...)
+	sortUint16s(l.sortedCiphers)
+	l.sortedExts = esbuf[:0]
+	for _, e := range l.exts {
 		switch e {
+		case extServerName, extALPN: // already in part a
 		case extPreSharedKey:
 			fp.Resumption = true
+			l.sortedExts = append(l.sortedExts, e)
 		case extECH:
 			fp.ECH = true
+			l.sortedExts = append(l.sortedExts, e)
+		default:
+			l.sortedExts = append(l.sortedExts, e)
 		}
 	}
-	sorted := esbuf[:0]
-	for _, e := range exts {
-		if e != extServerName && e != extALPN {
-			sorted = append(sorted, e)
-		}
-	}
-	sortUint16s(sorted)
-	sortedCiphers := append(csbuf[:0], ciphers...)
-	sortUint16s(sortedCiphers)
-	sigalgs := gbuf[:0]
-	for _, s := range h.SignatureAlgorithms {
-		if !IsGREASE(s) {
-			sigalgs = append(sigalgs, s)
-		}
-	}
-	fp.Ciphers, fp.Extensions = len(ciphers), len(exts)
+	sortUint16s(l.sortedExts)
+	fp.GREASE = len(l.ciphers) < len(h.CipherSuites) || len(l.exts) < len(h.Extensions)
+	fp.Ciphers, fp.Extensions = len(l.ciphers), len(l.exts)
 
 	version := h.maxVersion()
 	fp.TLSVersion = versionName(version)
@@ -116,51 +101,69 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 	} else {
 		a = append(a, 'i')
 	}
-	a = appendCount(a, len(ciphers))
-	a = appendCount(a, len(exts))
+	a = appendCount(a, len(l.ciphers))
+	a = appendCount(a, len(l.exts))
 	a = appendALPN(a, alpn)
 
-	// Everything is written into one buffer and turned into one string, of
-	// which the fields are substrings: JA4_r, JA4_ro, JA4, JA4_o, SNI, ALPN.
+	fp.setStrings(a, &l, h.ServerName, alpn)
+	fp.Client, _ = LookupClient(fp.JA4)
+	out := new(Fingerprint)
+	*out = fp
+	return out
+}
+
+// ja4Lists are the lists of a hello that JA4 reads, GREASE removed.
+type ja4Lists struct {
+	ciphers, sortedCiphers []uint16
+	exts                   []uint16 // wire order, SNI and ALPN included
+	sortedExts             []uint16 // sorted, without SNI and ALPN
+	sigalgs                []uint16 // wire order
+}
+
+// setStrings writes the four variants, SNI and ALPN into one buffer and
+// turns it into one string, of which the fields are substrings.
+func (fp *Fingerprint) setStrings(a []byte, l *ja4Lists, sni, alpn string) {
 	var scratch [1536]byte
 	buf := scratch[:0]
+	// JA4_r, whose parts b and c are hashed for JA4.
 	buf = append(buf, a...)
 	buf = append(buf, '_')
 	cs := len(buf)
-	buf = appendList(buf, sortedCiphers)
+	buf = appendList(buf, l.sortedCiphers)
 	ce := len(buf)
 	buf = append(buf, '_')
 	es := len(buf)
-	buf = appendList(buf, sorted)
-	if len(sigalgs) > 0 {
+	buf = appendList(buf, l.sortedExts)
+	if len(l.sigalgs) > 0 {
 		buf = append(buf, '_')
-		buf = appendList(buf, sigalgs)
+		buf = appendList(buf, l.sigalgs)
 	}
 	rEnd := len(buf)
+	// JA4_ro, whose parts b and c are hashed for JA4_o.
 	buf = append(buf, a...)
 	buf = append(buf, '_')
 	ocs := len(buf)
-	buf = appendList(buf, ciphers)
+	buf = appendList(buf, l.ciphers)
 	oce := len(buf)
 	buf = append(buf, '_')
 	oes := len(buf)
-	buf = appendList(buf, exts)
-	if len(sigalgs) > 0 {
+	buf = appendList(buf, l.exts)
+	if len(l.sigalgs) > 0 {
 		buf = append(buf, '_')
-		buf = appendList(buf, sigalgs)
+		buf = appendList(buf, l.sigalgs)
 	}
 	roEnd := len(buf)
 
 	var hb, hc, hob, hoc [hashLen]byte
-	hashPart(&hb, buf[cs:ce], len(ciphers) == 0)
-	hashPart(&hc, buf[es:rEnd], len(sorted) == 0)
-	hashPart(&hob, buf[ocs:oce], len(ciphers) == 0)
-	hashPart(&hoc, buf[oes:roEnd], len(exts) == 0)
+	hashPart(&hb, buf[cs:ce], len(l.ciphers) == 0)
+	hashPart(&hc, buf[es:rEnd], len(l.sortedExts) == 0)
+	hashPart(&hob, buf[ocs:oce], len(l.ciphers) == 0)
+	hashPart(&hoc, buf[oes:roEnd], len(l.exts) == 0)
 	buf = appendJA4(buf, a, &hb, &hc)
 	ja4End := len(buf)
 	buf = appendJA4(buf, a, &hob, &hoc)
 	oEnd := len(buf)
-	buf = append(buf, h.ServerName...)
+	buf = append(buf, sni...)
 	sniEnd := len(buf)
 	buf = append(buf, alpn...)
 
@@ -171,8 +174,16 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 	fp.JA4O = s[ja4End:oEnd]
 	fp.SNI = s[oEnd:sniEnd]
 	fp.ALPN = s[sniEnd:]
-	fp.Client, _ = LookupClient(fp.JA4)
-	return &fp
+}
+
+// appendNonGREASE appends the values of vs that are not GREASE.
+func appendNonGREASE(dst, vs []uint16) []uint16 {
+	for _, v := range vs {
+		if !IsGREASE(v) {
+			dst = append(dst, v)
+		}
+	}
+	return dst
 }
 
 // sortUint16s sorts a short list in place by insertion, which beats the
