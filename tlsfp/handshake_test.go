@@ -288,3 +288,64 @@ func TestQUIC(t *testing.T) {
 		t.Errorf("fingerprint %+v, next called %v", fp, nextCalled)
 	}
 }
+
+// TestDifferentialQUIC runs crypto/tls's QUIC client and server in memory:
+// the ClientHello bytes the client hands to QUIC (its Initial CRYPTO data)
+// must give the same 'q' fingerprint as the server's Capture, filled by
+// GetConfigForClient from the ClientHelloInfo.
+func TestDifferentialQUIC(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		conf *tls.Config
+	}{
+		{"h3 with SNI", &tls.Config{ServerName: "localhost", NextProtos: []string{"h3"}, MinVersion: tls.VersionTLS13}},
+		{"no SNI, two protocols", &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h3", "h3-29"}, MinVersion: tls.VersionTLS13}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			cli := tls.QUICClient(&tls.QUICConfig{TLSConfig: tt.conf})
+			cli.SetTransportParameters([]byte{0x01, 0x02, 0x40, 0x64}) // max_idle_timeout 100
+			if err := cli.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			var hello []byte
+			for e := cli.NextEvent(); e.Kind != tls.QUICNoEvent; e = cli.NextEvent() {
+				if e.Kind == tls.QUICWriteData && e.Level == tls.QUICEncryptionLevelInitial {
+					hello = append(hello, e.Data...)
+				}
+			}
+			h, err := ParseHandshake(hello)
+			if err != nil {
+				t.Fatalf("client hello: %v", err)
+			}
+
+			conf := serverConfig(t)
+			conf.NextProtos = []string{"h3"}
+			conf.MinVersion = tls.VersionTLS13
+			conf.GetConfigForClient = GetConfigForClient(nil)
+			srv := tls.QUICServer(&tls.QUICConfig{TLSConfig: conf})
+			capture := NewCapture()
+			if err := srv.Start(NewContext(ctx, capture)); err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			if err := srv.HandleData(tls.QUICEncryptionLevelInitial, hello); err != nil {
+				t.Fatal(err)
+			}
+			for e := srv.NextEvent(); e.Kind != tls.QUICNoEvent; e = srv.NextEvent() {
+				if e.Kind == tls.QUICTransportParametersRequired {
+					srv.SetTransportParameters(nil)
+				}
+			}
+			want := h.Fingerprint(true)
+			sameJA4(t, "Capture vs client bytes", capture.Fingerprint(), want)
+			if !strings.HasPrefix(want.JA4, "q13") || capture.Err() != nil {
+				t.Errorf("JA4 %s, Err %v", want.JA4, capture.Err())
+			}
+		})
+	}
+}
