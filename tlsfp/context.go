@@ -2,7 +2,6 @@ package tlsfp
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 )
 
@@ -52,9 +51,7 @@ func ConnOf(c net.Conn) *Conn {
 		switch x := c.(type) {
 		case *Conn:
 			return x
-		case *tls.Conn:
-			c = x.NetConn()
-		case interface{ NetConn() net.Conn }:
+		case interface{ NetConn() net.Conn }: // *tls.Conn among others
 			c = x.NetConn()
 		default:
 			return nil

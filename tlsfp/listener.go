@@ -104,6 +104,9 @@ func newConn(c net.Conn, cfg *Config) *Conn {
 	return &Conn{Conn: c, cfg: cfg}
 }
 
+// NetConn returns the connection c wraps.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
 // Fingerprint returns the fingerprint of the connection's ClientHello; nil
 // until the hello has been read, or if it could not be parsed (see Err).
 func (c *Conn) Fingerprint() *Fingerprint {
