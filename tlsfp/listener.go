@@ -121,8 +121,9 @@ func (c *Conn) Fingerprint() *Fingerprint {
 
 // Err returns why the connection has no fingerprint: nil while the hello is
 // being read or once it was fingerprinted. Test it with errors.Is against
-// ErrNotTLS (e.g. plain HTTP), ErrTruncated (the client closed early),
-// ErrMalformed, ErrTooLarge and ErrTimeout.
+// ErrNotTLS (e.g. plain HTTP), ErrTruncated (the client closed early; also
+// io.EOF if it closed before sending any byte), ErrMalformed, ErrTooLarge
+// and ErrTimeout (also os.ErrDeadlineExceeded).
 func (c *Conn) Err() error {
 	if r := c.result.Load(); r != nil {
 		return r.err
@@ -162,6 +163,7 @@ func (c *Conn) readHello() {
 	defer c.restoreDeadline()
 
 	var a assembler
+	var readErr error
 	c.buf = make([]byte, 0, 4096)
 	for {
 		end, err := a.scan(c.buf, maxHello)
@@ -178,7 +180,12 @@ func (c *Conn) readHello() {
 				c.finish(nil, err) // crypto/tls rejects it with an alert
 				return
 			}
+			c.rerr = readErr // after the bytes already read, if any
 			c.finish(h.Fingerprint(false), nil)
+			return
+		case readErr != nil:
+			c.rerr = readErr // after the bytes already read
+			c.finish(nil, helloReadError(readErr, len(c.buf)))
 			return
 		case len(c.buf) >= maxRaw:
 			c.rerr = fmt.Errorf("%w: more than %d bytes of records", ErrTooLarge, maxRaw)
@@ -188,27 +195,25 @@ func (c *Conn) readHello() {
 		if len(c.buf) == cap(c.buf) {
 			c.buf = append(c.buf, 0)[:len(c.buf)]
 		}
-		n, err := c.Conn.Read(c.buf[len(c.buf):min(cap(c.buf), maxRaw)])
+		var n int
+		n, readErr = c.Conn.Read(c.buf[len(c.buf):min(cap(c.buf), maxRaw)])
 		c.buf = c.buf[:len(c.buf)+n]
-		if err != nil {
-			c.rerr = err // after the bytes already read
-			c.finish(nil, readError(err, len(c.buf)))
-			return
-		}
 	}
 }
 
-// readError explains a read error that ended the hello.
-func readError(err error, n int) error {
+// helloReadError explains a read error that ended the hello after n bytes.
+// A connection closed before its first byte (a port probe, a health check)
+// gives ErrTruncated wrapping io.EOF, so that the caller can tell it apart.
+func helloReadError(err error, n int) error {
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Errorf("%w: %w", ErrTimeout, err)
+		return fmt.Errorf("%w after %d bytes: %w", ErrTimeout, n, err)
 	case errors.Is(err, io.EOF) && n == 0:
-		return fmt.Errorf("%w: connection closed before any byte", ErrTruncated)
+		return fmt.Errorf("%w: connection closed before any byte: %w", ErrTruncated, err)
 	case errors.Is(err, io.EOF):
 		return fmt.Errorf("%w: connection closed after %d bytes", ErrTruncated, n)
 	}
-	return fmt.Errorf("tlsfp: reading ClientHello: %w", err)
+	return fmt.Errorf("tlsfp: reading ClientHello after %d bytes: %w", n, err)
 }
 
 func (c *Conn) finish(fp *Fingerprint, err error) {

@@ -293,3 +293,61 @@ func TestListenerSegments(t *testing.T) {
 		})
 	}
 }
+
+// eofConn returns all its bytes with io.EOF in the same Read, as some
+// connections do.
+type eofConn struct {
+	net.Conn // nil: only the methods below are used
+	data     []byte
+}
+
+func (c *eofConn) Read(p []byte) (int, error) {
+	n := copy(p, c.data)
+	c.data = c.data[n:]
+	if len(c.data) == 0 {
+		return n, io.EOF
+	}
+	return n, nil
+}
+func (c *eofConn) SetReadDeadline(time.Time) error { return nil }
+func (c *eofConn) RemoteAddr() net.Addr            { return &net.TCPAddr{IP: net.IPv6loopback} }
+func (c *eofConn) Close() error                    { return nil }
+
+// TestHelloWithEOF checks that bytes arriving with io.EOF are used: a whole
+// hello is fingerprinted, and an empty connection is ErrTruncated wrapping
+// io.EOF (so the edge can keep port probes out of its log).
+func TestHelloWithEOF(t *testing.T) {
+	t.Parallel()
+	hello := loadVectors(t)[0].records
+	tests := []struct {
+		name    string
+		data    []byte
+		wantFP  bool
+		wantErr []error
+	}{
+		{"whole hello", hello, true, nil},
+		{"empty", nil, false, []error{ErrTruncated, io.EOF}},
+		{"half a hello", hello[:50], false, []error{ErrTruncated}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newConn(&eofConn{data: tt.data}, &Config{})
+			got, err := io.ReadAll(c)
+			if err != nil || !bytes.Equal(got, tt.data) {
+				t.Errorf("read %d bytes, %v; want %d", len(got), err, len(tt.data))
+			}
+			if (c.Fingerprint() != nil) != tt.wantFP {
+				t.Errorf("fingerprint %+v, Err %v", c.Fingerprint(), c.Err())
+			}
+			for _, want := range tt.wantErr {
+				if !errors.Is(c.Err(), want) {
+					t.Errorf("Err = %v, want %v", c.Err(), want)
+				}
+			}
+			if tt.name == "half a hello" && errors.Is(c.Err(), io.EOF) {
+				t.Errorf("Err = %v wraps io.EOF after some bytes", c.Err())
+			}
+		})
+	}
+}
