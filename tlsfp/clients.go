@@ -1,5 +1,12 @@
 package tlsfp
 
+// The table of known clients (clients_table.go) is generated and committed:
+// `go generate ./tlsfp` fingerprints utls's browser parrots and runs the
+// real clients installed on the machine (curl, wget, openssl s_client,
+// gnutls-cli, python3, node, java, chromium --headless, Go's net/http)
+// against a capture listener on loopback; a missing program is skipped.
+// Tests and builds never need those programs.
+//
 //go:generate go run ./internal/genclients -o clients_table.go
 
 // Client is a known client family, as named by the generated table of known
@@ -17,7 +24,9 @@ type Client struct {
 	Source string
 }
 
-// LookupClient returns the known client whose JA4 fingerprint is ja4.
+// LookupClient returns the known client whose JA4 fingerprint is ja4. When
+// several sources share a JA4 (Edge and Chrome, for instance), the row names
+// the browser before the library and lists every source.
 func LookupClient(ja4 string) (Client, bool) {
 	c, ok := knownClients[ja4]
 	return c, ok
