@@ -148,3 +148,38 @@ func FuzzRobotsToPolicy(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEvaluate: the default policy decides any request without panicking;
+// Evaluate and Explain agree; /robots.txt always passes; nothing is RATE.
+func FuzzEvaluate(f *testing.F) {
+	p, err := policy.Default()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36", "/", "chrome", "HTTP/2.0", ":method,:authority,:scheme,:path", "en")
+	f.Add("curl/8.5.0", "/feed.xml", "curl", "HTTP/1.1", "Host,User-Agent", "")
+	f.Add("Mozilla/5.0 (compatible; GPTBot/1.2)", "/robots.txt", "", "HTTP/3.0", "", "")
+	f.Add("Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) Version/99999999999999999999", "/\xff", "ios", "HTTP/2.0", ":", "x")
+	f.Fuzz(func(t *testing.T, ua, path, family, proto, order, lang string) {
+		r := &policy.Request{
+			RemoteAddr:   netip.MustParseAddr("192.0.2.1"),
+			Method:       "GET",
+			Path:         path,
+			Proto:        proto,
+			TLS:          true,
+			Header:       http.Header{"User-Agent": {ua}, "Accept-Language": {lang}},
+			HeaderOrder:  strings.Split(order, ","),
+			ClientFamily: family,
+		}
+		d := p.Evaluate(r)
+		if !strings.Contains(p.Explain(r), "decision: "+d.Action.String()) {
+			t.Fatalf("Explain disagrees with Evaluate (%s)", d.Action)
+		}
+		if path == "/robots.txt" && d.Action != policy.ALLOW {
+			t.Fatalf("/robots.txt: %s", d.Action)
+		}
+		if d.Action == policy.RATE {
+			t.Fatalf("the default policy has no RATE rule")
+		}
+	})
+}
