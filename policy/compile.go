@@ -150,7 +150,9 @@ func (p *Policy) Rules() []RuleInfo {
 func hashJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(err) // plain structs of strings and numbers always marshal
+		// Only NaN and infinite numbers fail to marshal; validation
+		// rejects them, so the identity never matters.
+		b = []byte(err.Error())
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
@@ -376,8 +378,8 @@ func (r *rule) setRate(fr *fileRate) error {
 	default:
 		return fmt.Errorf("rate key %q: want ip, ja4 or pass", fr.Key)
 	}
-	if fr.PerSecond <= 0 || fr.PerSecond > 1e6 {
-		return fmt.Errorf("rate per_second %v: want more than 0", fr.PerSecond)
+	if !(fr.PerSecond > 0 && fr.PerSecond <= 1e6) { // NaN fails too
+		return fmt.Errorf("rate per_second %v: want more than 0 and at most 1e6", fr.PerSecond)
 	}
 	r.perSecond = fr.PerSecond
 	r.burst = fr.Burst
