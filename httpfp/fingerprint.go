@@ -115,12 +115,12 @@ func appendHFP(dst, raw []byte, p Proto, names []string) (hfp, hfpr []byte) {
 
 // NewH3Fingerprint builds an unordered fingerprint from a request served
 // over HTTP/3 when H3Tracer is not installed: Names are the pseudo-headers
-// in the order quic-go's client writes them, then http.Header's keys sorted,
-// in canonical case, and Ordered is false.
+// in a fixed order (:method, :authority, :scheme, :path), then
+// http.Header's keys sorted, in canonical case, and Ordered is false.
 func NewH3Fingerprint(r *http.Request, cfg Config) *Fingerprint {
-	names := []string{":method", ":authority", ":path"}
+	names := []string{":method", ":authority"}
 	if r.Method != http.MethodConnect {
-		names = append(names[:2], ":scheme", ":path")
+		names = append(names, ":scheme", ":path")
 	}
 	keys := make([]string, 0, len(r.Header))
 	for k := range r.Header {
