@@ -46,7 +46,7 @@ type rule struct {
 
 	ua, path      *regexMatcher
 	headers       []headerRegex
-	addrs         []netip.Prefix
+	addrs         addrSet
 	ja4, hfp, h2f fpList
 	families      []string
 	signals       Signals // any of them
@@ -282,6 +282,7 @@ func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, erro
 		}
 		r.headers = append(r.headers, headerRegex{name: canonicalHeader(k), re: re})
 	}
+	var prefixes []netip.Prefix
 	for _, s := range fr.RemoteAddresses {
 		n++
 		pfx, err := parsePrefix(s)
@@ -289,8 +290,9 @@ func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, erro
 			errs = append(errs, fmt.Errorf("remote_addresses: %w", err))
 			continue
 		}
-		r.addrs = append(r.addrs, pfx)
+		prefixes = append(prefixes, pfx)
 	}
+	r.addrs = newAddrSet(prefixes)
 	r.ja4, r.hfp, r.h2f = newFPList(fr.JA4), newFPList(fr.HFP), newFPList(fr.H2FP)
 	r.families = fr.ClientFamily
 	n += len(fr.JA4) + len(fr.HFP) + len(fr.H2FP) + len(fr.ClientFamily)

@@ -114,7 +114,7 @@ func (p *Policy) matches(ru *rule, r *Request, ua string, sigs Signals, sc *scan
 	if !ru.h2f.empty() && !ru.h2f.match(r.H2FP) {
 		return false
 	}
-	if len(ru.addrs) > 0 && !containsAddr(ru.addrs, r.RemoteAddr) {
+	if !ru.addrs.empty() && !ru.addrs.contains(r.RemoteAddr) {
 		return false
 	}
 	if ru.path != nil && !ru.path.match(r.Path, &sc.pathFound, sc.pathAll) {
@@ -141,19 +141,6 @@ func (p *Policy) matches(ru *rule, r *Request, ua string, sigs Signals, sc *scan
 		}
 	}
 	return true
-}
-
-func containsAddr(ps []netip.Prefix, a netip.Addr) bool {
-	if !a.IsValid() {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range ps {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // rateKeyFor builds the bucket key of a RATE rule for r.

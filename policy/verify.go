@@ -92,7 +92,7 @@ type Verifier struct {
 	res    Resolver
 	ttl    time.Duration
 	max    int
-	ranges map[string][]netip.Prefix
+	ranges map[string]addrSet
 	now    func() time.Time
 
 	mu    sync.Mutex
@@ -112,7 +112,7 @@ type verifyEntry struct {
 // NewVerifier returns a Verifier; it validates the ranges' crawler names.
 func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	v := &Verifier{res: cfg.Resolver, ttl: cfg.TTL, max: cfg.MaxEntries, now: cfg.Now,
-		ranges: map[string][]netip.Prefix{}, cache: map[verifyKey]verifyEntry{}}
+		ranges: map[string]addrSet{}, cache: map[verifyKey]verifyEntry{}}
 	if v.res == nil {
 		v.res = net.DefaultResolver
 	}
@@ -131,7 +131,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 			errs = append(errs, fmt.Errorf("policy: ranges for unknown crawler %q (known: %s)", name, strings.Join(CrawlerNames(), ", ")))
 			continue
 		}
-		v.ranges[name] = append([]netip.Prefix(nil), ps...)
+		v.ranges[name] = newAddrSet(ps)
 	}
 	return v, errors.Join(errs...)
 }
@@ -155,8 +155,8 @@ func (v *Verifier) Verify(ctx context.Context, userAgent string, addr netip.Addr
 		return CrawlerUnchecked
 	}
 	addr = addr.Unmap()
-	if ps, ok := v.ranges[name]; ok {
-		if containsAddr(ps, addr) {
+	if set, ok := v.ranges[name]; ok {
+		if set.contains(addr) {
 			return CrawlerVerified
 		}
 		return CrawlerFailed
