@@ -63,17 +63,26 @@ func truncHash(dst, b []byte) []byte {
 // excludedName reports whether a header name is left out of hfp_r and
 // JA4H's header list.
 func excludedName(name string) bool {
-	return strings.EqualFold(name, "cookie") || strings.EqualFold(name, "referer")
+	switch len(name) {
+	case len("cookie"):
+		return strings.EqualFold(name, "cookie")
+	case len("referer"):
+		return strings.EqualFold(name, "referer")
+	}
+	return false
 }
 
 // appendLower appends s lowercased (ASCII only, as header names are).
 func appendLower(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
+	n := len(dst)
+	dst = slices.Grow(dst, len(s))[:n+len(s)]
+	b := dst[n:]
+	for i := range b {
 		c := s[i]
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		dst = append(dst, c)
+		b[i] = c
 	}
 	return dst
 }

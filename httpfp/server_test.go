@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -70,14 +72,6 @@ func (s *testServer) errs() error {
 
 func startServer(t testing.TB, cfg httpfp.Config) *testServer {
 	t.Helper()
-	tlsConf, err := testclient.ServerConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := httpfp.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		res := result{Proto: r.Proto, Path: r.URL.Path}
@@ -87,10 +81,26 @@ func startServer(t testing.TB, cfg httpfp.Config) *testServer {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(res)
 	}))
+	return startServerWith(t, cfg, true, h)
+}
+
+// startServerWith starts a server with handler h, its connections tapped
+// or not.
+func startServerWith(t testing.TB, cfg httpfp.Config, tap bool, h http.Handler) *testServer {
+	t.Helper()
+	tlsConf, err := testclient.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cl := &chanListener{addr: ln.Addr(), ch: make(chan net.Conn), done: make(chan struct{})}
 	h1 := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if fc, ok := c.(*httpfp.Conn); ok {
 				return httpfp.NewContext(ctx, fc)
@@ -120,18 +130,23 @@ func startServer(t testing.TB, cfg httpfp.Config) *testServer {
 				if tc.ConnectionState().NegotiatedProtocol == "h2" {
 					proto = httpfp.H2
 				}
-				fc := httpfp.NewConn(tc, proto, cfg)
-				s.mu.Lock()
-				s.conns = append(s.conns, fc)
-				s.mu.Unlock()
+				var conn net.Conn = tc
+				cctx := ctx
+				if tap {
+					fc := httpfp.NewConn(tc, proto, cfg)
+					s.mu.Lock()
+					s.conns = append(s.conns, fc)
+					s.mu.Unlock()
+					conn, cctx = fc, httpfp.NewContext(ctx, fc)
+				}
 				if proto == httpfp.H2 {
-					h2.ServeConn(fc, &http2.ServeConnOpts{Context: httpfp.NewContext(ctx, fc), BaseConfig: h1, Handler: h})
+					h2.ServeConn(conn, &http2.ServeConnOpts{Context: cctx, BaseConfig: h1, Handler: h})
 					return
 				}
 				select {
-				case cl.ch <- fc:
+				case cl.ch <- conn:
 				case <-ctx.Done():
-					fc.Close()
+					conn.Close()
 				}
 			}()
 		}
@@ -143,4 +158,45 @@ func startServer(t testing.TB, cfg httpfp.Config) *testServer {
 		cl.Close()
 	})
 	return s
+}
+
+// BenchmarkServer measures a request over a keep-alive TLS connection to
+// a server like the edge's, with and without the tap (and FromRequest in
+// the handler): the difference is the tap's cost per request.
+func BenchmarkServer(b *testing.B) {
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
+		for _, tap := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/tap=%v", proto, tap), func(b *testing.B) {
+				h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if tap {
+						if _, ok := httpfp.FromRequest(r); !ok {
+							b.Error("no fingerprint")
+						}
+					}
+					io.WriteString(w, "ok")
+				}))
+				if tap {
+					h = httpfp.Handler(h)
+				}
+				s := startServerWith(b, httpfp.Config{}, tap, h)
+				tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: proto == "HTTP/2"}
+				if proto == "HTTP/1.1" {
+					tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+				}
+				defer tr.CloseIdleConnections()
+				req, _ := http.NewRequest("GET", "https://"+s.addr+"/bench", nil)
+				req.Header.Set("Accept", "*/*")
+				req.Header.Set("Accept-Language", "en-US,en;q=0.9")
+				b.ReportAllocs()
+				for b.Loop() {
+					resp, err := tr.RoundTrip(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		}
+	}
 }
