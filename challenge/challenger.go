@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -33,6 +37,11 @@ type Challenger struct {
 	assets        map[string]*asset
 	now           func() time.Time
 	pools         pools
+
+	escaper         *strings.Replacer
+	customTemplates bool     // TemplateDir overrides templates: no skeletons
+	skeletons       sync.Map // skeletonKey → *skeleton (nil: use the template)
+	skeletonCount   atomic.Int32
 }
 
 // New returns a Challenger for cfg; cfg is copied.
@@ -53,6 +62,11 @@ func New(cfg Config) (*Challenger, error) {
 		now:           cfg.Now,
 	}
 	c.pools.init()
+	c.escaper = newEscaper()
+	if cfg.TemplateDir != "" {
+		files, _ := filepath.Glob(filepath.Join(cfg.TemplateDir, "*.html"))
+		c.customTemplates = len(files) > 0
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}

@@ -3,6 +3,7 @@ package challenge
 import (
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nicksnyder/go-i18n/v2/i18n"
 	"golang.org/x/text/language"
@@ -82,10 +83,29 @@ type lang struct {
 	dir       string // "ltr" or "rtl"
 	t         map[string]string
 	localizer *i18n.Localizer
+	plurals   sync.Map // pluralKey → string
 }
 
-// plural localizes a counted message.
+type pluralKey struct {
+	id string
+	n  int
+}
+
+// plural localizes a counted message, remembering small counts.
 func (l *lang) plural(id string, n int) string {
+	if n < 0 || n > 3600 {
+		return l.localizePlural(id, n)
+	}
+	k := pluralKey{id, n}
+	if v, ok := l.plurals.Load(k); ok {
+		return v.(string)
+	}
+	s := l.localizePlural(id, n)
+	l.plurals.Store(k, s)
+	return s
+}
+
+func (l *lang) localizePlural(id string, n int) string {
 	for i := range defaultMessages {
 		m := &defaultMessages[i]
 		if m.ID != id {

@@ -115,18 +115,21 @@ type pageData struct {
 	Contact         string
 	PolicyURL       string
 	NoScriptRefresh string // meta refresh for a browser without JavaScript
+	Nonce           string // the CSP nonce of the page's script
 	Challenge       *challengeData
 }
 
+// challengeData is the challenge page's part; numbers are preformatted so
+// that the page skeleton can stand in for every field.
 type challengeData struct {
 	PoW        bool
 	Seed       string
-	K, SubBits int
+	K, SubBits string
 	PassURL    string // append "&n=…" to submit a solution
 	WaitURL    string
 	WaitText   string
-	WaitMS     int
-	CapMS      int64
+	WaitMS     string
+	CapMS      string
 	Worker     string
 }
 
@@ -142,13 +145,13 @@ func (c *Challenger) renderChallenge(w http.ResponseWriter, r *http.Request, l *
 	d.Challenge = &challengeData{
 		PoW:      t.alg == algPoW,
 		Seed:     t.seed(),
-		K:        int(t.k),
-		SubBits:  t.subBits(),
+		K:        strconv.Itoa(int(t.k)),
+		SubBits:  strconv.Itoa(t.subBits()),
 		PassURL:  passURL,
 		WaitURL:  passURL,
 		WaitText: l.plural("ChallengeWait", int(wait)),
-		WaitMS:   int(wait)*1000 + 250,
-		CapMS:    max(c.cfg.solveTimeout(), time.Duration(wait)*time.Second).Milliseconds(),
+		WaitMS:   strconv.Itoa(int(wait)*1000 + 250),
+		CapMS:    strconv.FormatInt(max(c.cfg.solveTimeout(), time.Duration(wait)*time.Second).Milliseconds(), 10),
 		Worker:   c.assetURL("worker.js"),
 	}
 	// Without JavaScript the page refreshes itself (HTML's meta refresh);
@@ -186,6 +189,7 @@ func (c *Challenger) render(w http.ResponseWriter, r *http.Request, status int, 
 	var nb [16]byte
 	rand.Read(nb[:])
 	nonce := base64.RawURLEncoding.EncodeToString(nb[:]) // CSP allows "-" and "_"; html/template leaves them alone
+	d.Nonce = nonce
 	h := w.Header()
 	h.Set("Content-Security-Policy", csp(nonce, script))
 	h.Set("Content-Type", "text/html; charset=utf-8")
@@ -200,10 +204,9 @@ func (c *Challenger) render(w http.ResponseWriter, r *http.Request, status int, 
 	buf := c.pools.bufs.Get().(*bytes.Buffer)
 	defer c.pools.bufs.Put(buf)
 	buf.Reset()
-	if err := c.tmpl.ExecuteTemplate(buf, "page", struct {
-		*pageData
-		Nonce string
-	}{d, nonce}); err != nil {
+	if sk := c.skeleton(d); sk != nil {
+		sk.write(buf, d, c.escaper)
+	} else if err := c.tmpl.ExecuteTemplate(buf, "page", d); err != nil {
 		// An operator's template failed: fall back to plain text rather
 		// than a half page; the reason is theirs, not the visitor's.
 		h.Del("Content-Language")
