@@ -41,8 +41,12 @@ func genSearch() string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	var w [64]word
 	w[0], w[1], w[2], w[15] = word{name: "w0"}, word{name: "n"}, word{value: 0x80000000}, word{value: 72 * 8}
-	s0 := func(v string) string { return fmt.Sprintf("(((%[1]s >>> 7) | (%[1]s << 25)) ^ ((%[1]s >>> 18) | (%[1]s << 14)) ^ (%[1]s >>> 3))", v) }
-	s1 := func(v string) string { return fmt.Sprintf("(((%[1]s >>> 17) | (%[1]s << 15)) ^ ((%[1]s >>> 19) | (%[1]s << 13)) ^ (%[1]s >>> 10))", v) }
+	s0 := func(v string) string {
+		return fmt.Sprintf("(((%[1]s >>> 7) | (%[1]s << 25)) ^ ((%[1]s >>> 18) | (%[1]s << 14)) ^ (%[1]s >>> 3))", v)
+	}
+	s1 := func(v string) string {
+		return fmt.Sprintf("(((%[1]s >>> 17) | (%[1]s << 15)) ^ ((%[1]s >>> 19) | (%[1]s << 13)) ^ (%[1]s >>> 10))", v)
+	}
 	var sched []string
 	for t := 16; t < 64; t++ {
 		var terms []string
