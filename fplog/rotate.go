@@ -31,9 +31,6 @@ func (w *Writer) open() error {
 		return fmt.Errorf("fplog: %w", err)
 	}
 	w.file, w.out, w.size = f, f, info.Size()
-	if w.buf != nil {
-		w.buf.Reset(f)
-	}
 	return nil
 }
 
@@ -86,6 +83,9 @@ func exists(name string) bool {
 // oldest beyond the number kept.
 func (w *Writer) compressor() {
 	defer close(w.compDone)
+	if err := errors.Join(w.compressLeftovers(), w.prune()); err != nil {
+		w.setErr(err)
+	}
 	for name := range w.rotated {
 		if err := compress(name); err != nil {
 			w.setErr(err)
@@ -135,8 +135,9 @@ func compress(name string) (err error) {
 	return os.Remove(name)
 }
 
-// prune removes the oldest rotated files beyond the number kept.
-func (w *Writer) prune() error {
+// rotatedFiles lists the rotated files of the log, plain and gzipped,
+// grouped by rotation time, and the times from the oldest.
+func (w *Writer) rotatedFiles() (map[string][]string, []string, error) {
 	stem, ext := splitPath(w.path)
 	dir, prefix := filepath.Split(stem)
 	if dir == "" {
@@ -144,9 +145,9 @@ func (w *Writer) prune() error {
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("fplog: prune: %w", err)
+		return nil, nil, err
 	}
-	byTime := make(map[string][]string) // rotation time → files (plain, gzip)
+	byTime := make(map[string][]string)
 	for _, e := range entries {
 		n := e.Name()
 		rest, ok := strings.CutPrefix(n, prefix)
@@ -170,6 +171,31 @@ func (w *Writer) prune() error {
 		times = append(times, ts)
 	}
 	slices.Sort(times)
+	return byTime, times, nil
+}
+
+// compressLeftovers compresses the rotated files that a previous process
+// left plain (it stopped while compressing).
+func (w *Writer) compressLeftovers() error {
+	byTime, times, err := w.rotatedFiles()
+	if err != nil {
+		return fmt.Errorf("fplog: %w", err)
+	}
+	var errs []error
+	for _, ts := range times {
+		if files := byTime[ts]; len(files) == 1 && !strings.HasSuffix(files[0], ".gz") {
+			errs = append(errs, compress(files[0]))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// prune removes the oldest rotated files beyond the number kept.
+func (w *Writer) prune() error {
+	byTime, times, err := w.rotatedFiles()
+	if err != nil {
+		return fmt.Errorf("fplog: prune: %w", err)
+	}
 	var errs []error
 	for _, ts := range times[:max(0, len(times)-w.keep)] {
 		for _, name := range byTime[ts] {

@@ -1,7 +1,6 @@
 package fplog
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -22,8 +21,8 @@ const (
 	DefaultQueueSize = 8192
 )
 
-// bufferBytes is the size of the buffer in front of the output; it is
-// flushed whenever the queue is empty.
+// bufferBytes is the size of the batch of lines written to the output at
+// once; a smaller batch is written whenever the queue is empty.
 const bufferBytes = 64 << 10
 
 // inlineRules is how many rules a queued record holds without allocating.
@@ -126,8 +125,9 @@ type Writer struct {
 	// Owned by the writing goroutine.
 	out      io.Writer
 	file     *os.File
-	buf      *bufio.Writer
-	size     int64
+	batch    []byte // lines not yet written to out
+	pending  uint64 // lines in batch
+	size     int64  // of the file, batch included
 	line     []byte
 	rotated  chan string // to the compressor
 	compDone chan struct{}
@@ -180,7 +180,7 @@ func NewWriter(cfg Config) (*Writer, error) {
 		w.compDone = make(chan struct{})
 		go w.compressor()
 	}
-	w.buf = bufio.NewWriterSize(w.out, bufferBytes)
+	w.batch = make([]byte, 0, bufferBytes)
 	go w.run()
 	return w, nil
 }
@@ -228,7 +228,7 @@ func (w *Writer) Write(r *Record) {
 	}
 }
 
-// Written returns the number of lines written.
+// Written returns the number of lines the file or output has taken.
 func (w *Writer) Written() uint64 { return w.written.Load() }
 
 // Dropped returns the number of records lost: the queue was full, the
@@ -326,12 +326,21 @@ func (w *Writer) drain(n int) {
 	}
 }
 
+// flush writes the batch to the output. Lines count as written once the
+// output took them, and as dropped if it failed.
 func (w *Writer) flush() error {
-	err := w.buf.Flush()
-	if err != nil {
-		w.setErr(fmt.Errorf("fplog: write: %w", err))
-		w.buf.Reset(w.out) // the buffered lines are lost
+	if len(w.batch) == 0 {
+		return nil
 	}
+	_, err := w.out.Write(w.batch)
+	if err != nil {
+		err = fmt.Errorf("fplog: write: %w", err)
+		w.setErr(err)
+		w.dropped.Add(w.pending)
+	} else {
+		w.written.Add(w.pending)
+	}
+	w.batch, w.pending = w.batch[:0], 0
 	return err
 }
 
@@ -353,12 +362,10 @@ func (w *Writer) write(e *entry) {
 			w.setErr(err)
 		}
 	}
-	if _, err := w.buf.Write(w.line); err != nil {
-		w.dropped.Add(1)
-		w.setErr(fmt.Errorf("fplog: write: %w", err))
-		w.buf.Reset(w.out)
-		return
-	}
+	w.batch = append(w.batch, w.line...)
+	w.pending++
 	w.size += int64(len(w.line))
-	w.written.Add(1)
+	if len(w.batch) >= bufferBytes {
+		w.flush()
+	}
 }

@@ -395,3 +395,46 @@ func BenchmarkAppendJSON(b *testing.B) {
 		buf = r.AppendJSON(buf[:0])
 	}
 }
+
+func TestWriterLeftovers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fp.jsonl")
+	line := append((&Record{Time: testTime, Action: ActionDeny}).AppendJSON(nil), '\n')
+	// A process stopped while compressing; older rotated files are there.
+	leftover := filepath.Join(dir, "fp-2026-12-01T00-00-00.000.jsonl")
+	files := map[string][]byte{
+		leftover: line,
+		filepath.Join(dir, "fp-2026-11-01T00-00-00.000.jsonl.gz"): nil,
+		filepath.Join(dir, "other.jsonl"):                         line,
+	}
+	for name, data := range files {
+		if err := os.WriteFile(name, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := NewWriter(Config{Path: path, MaxFiles: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		exists bool
+	}{
+		{leftover, false},
+		{leftover + ".gz", true},
+		{filepath.Join(dir, "fp-2026-11-01T00-00-00.000.jsonl.gz"), false}, // beyond MaxFiles
+		{filepath.Join(dir, "other.jsonl"), true},
+	}
+	for _, tt := range tests {
+		if _, err := os.Stat(tt.name); (err == nil) != tt.exists {
+			t.Errorf("%s exists: %v; want %v", tt.name, err == nil, tt.exists)
+		}
+	}
+	if lines, _ := readLog(t, leftover+".gz"); len(lines) != 1 {
+		t.Errorf("the compressed leftover holds %d lines; want 1", len(lines))
+	}
+}
