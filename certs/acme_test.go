@@ -151,8 +151,13 @@ func TestACMEPebble(t *testing.T) {
 	})
 
 	stop()
-	if err := <-runDone; err != nil {
-		t.Errorf("Run() = %v after its context ended, want nil", err)
+	select {
+	case err := <-runDone:
+		if err != nil {
+			t.Errorf("Run() = %v after its context ended, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run() did not return within 30s of its context's end")
 	}
 	ordersBefore := pebble.ordersFor(alpnName) + pebble.ordersFor(httpName)
 
@@ -205,7 +210,7 @@ func TestACMEPebble(t *testing.T) {
 				}
 			})
 		}
-		err = m2.Renew(t.Context(), alpnName)
+		err = m2.Renew(bounded(t), alpnName)
 		close(done)
 		wg.Wait()
 		if err != nil {
@@ -295,7 +300,7 @@ func TestACMECADown(t *testing.T) {
 	}
 
 	// A renewal asked for while the CA is down fails and changes nothing.
-	if err := m.Renew(t.Context(), cachedName); err == nil {
+	if err := m.Renew(bounded(t), cachedName); err == nil {
 		t.Error("Renew() with the CA down succeeded")
 	}
 	if _, _, err := edge.get(t, pebble.roots, cachedName, "1.1"); err != nil {
@@ -539,7 +544,7 @@ func TestACMESharedCache(t *testing.T) {
 	// Node a orders; the CA's tls-alpn-01 request reaches node b, which
 	// finds the answer in the shared cache.
 	alpnBefore, _ := edge.counts(name)
-	if err := a.Renew(t.Context(), name); err != nil {
+	if err := a.Renew(bounded(t), name); err != nil {
 		t.Fatalf("Renew() on the node the CA cannot reach: %v", err)
 	}
 	if alpn, _ := edge.counts(name); alpn == alpnBefore {

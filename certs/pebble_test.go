@@ -214,7 +214,18 @@ func (e *testEdge) serve(t *testing.T, m *certs.Manager, tcp net.Listener, udp n
 
 	h3 := &http3.Server{Handler: upstream, TLSConfig: http3.ConfigureTLSConfig(&tls.Config{GetCertificate: e.getCertificate})}
 	go h3.Serve(udp)
-	t.Cleanup(func() { h3.Close(); udp.Close() })
+	t.Cleanup(func() {
+		// http3's Close waits for its connections; do not let a stuck
+		// one hold the test.
+		closed := make(chan struct{})
+		go func() { h3.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Log("HTTP/3 server still closing after 5s")
+		}
+		udp.Close()
+	})
 
 	h80 := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/.well-known/acme-challenge/") {
@@ -316,6 +327,13 @@ func (e *testEdge) get(t *testing.T, roots *x509.CertPool, name, proto string) (
 		return "", nil, err
 	}
 	return string(body), resp.TLS.PeerCertificates[0], nil
+}
+
+// bounded returns a context for one call that must not outlast an order.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // waitFor polls cond until it holds or the test's patience ends.
