@@ -290,12 +290,14 @@ func TestPipelining(t *testing.T) {
 	}
 }
 
-// chromeHeaders is the header list of a Chromium navigation, in its order.
-var chromeHeaders = []string{
-	`sec-ch-ua: "Chromium";v="133", "Not(A:Brand";v="99"`, "sec-ch-ua-mobile: ?0", `sec-ch-ua-platform: "Linux"`,
-	"upgrade-insecure-requests: 1", "user-agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/133.0.0.0 Safari/537.36",
-	"accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "sec-fetch-site: none", "sec-fetch-mode: navigate",
-	"sec-fetch-user: ?1", "sec-fetch-dest: document", "accept-encoding: gzip, deflate, br, zstd", "accept-language: en-US,en;q=0.9",
+// chromeHeaders returns the header list of a Chromium navigation, in its order.
+func chromeHeaders() []string {
+	return []string{
+		`sec-ch-ua: "Chromium";v="133", "Not(A:Brand";v="99"`, "sec-ch-ua-mobile: ?0", `sec-ch-ua-platform: "Linux"`,
+		"upgrade-insecure-requests: 1", "user-agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/133.0.0.0 Safari/537.36",
+		"accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "sec-fetch-site: none", "sec-fetch-mode: navigate",
+		"sec-fetch-user: ?1", "sec-fetch-dest: document", "accept-encoding: gzip, deflate, br, zstd", "accept-language: en-US,en;q=0.9",
+	}
 }
 
 // TestUTLSChrome speaks HTTP/2 as Chrome does, over a utls Chrome
@@ -326,7 +328,7 @@ func TestUTLSChrome(t *testing.T) {
 	orders := [][]string{{"x-a: 1", "x-b: 2"}, {"x-a: 1", "x-b: 2"}, {"x-b: 2", "x-a: 1"}}
 	for i, extra := range orders {
 		hb.Reset()
-		fields := slices.Concat([]string{":method: GET", ":authority: localhost", ":scheme: https", ":path: /"}, chromeHeaders[:10], extra, chromeHeaders[10:])
+		fields := slices.Concat([]string{":method: GET", ":authority: localhost", ":scheme: https", ":path: /"}, chromeHeaders()[:10], extra, chromeHeaders()[10:])
 		for _, f := range fields {
 			n, v, _ := strings.Cut(f[1:], ": ")
 			enc.WriteField(hpack.HeaderField{Name: f[:1] + n, Value: v})
