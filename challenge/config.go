@@ -119,8 +119,12 @@ type Config struct {
 	Messages Messages
 
 	// TemplateDir, if set, holds *.html files whose {{define}}s replace the
-	// embedded templates of the same name, and a static/ folder whose files
-	// replace or add to the embedded assets served under /.maat/static/.
+	// embedded templates of the same name ("page", the whole document;
+	// "head", extra <head> content; "brand", above the heading, empty by
+	// default: the place for a logo; "challenge"; "message"; "footer"), and
+	// a static/ folder whose files replace or add to the embedded assets
+	// served under /.maat/static/ (maat.css for colours; a logo, linked from
+	// a template as {{asset "logo.svg"}}).
 	TemplateDir string
 
 	// Contact and PolicyURL, if set, are shown on failure pages.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -221,5 +222,17 @@ func TestStatic(t *testing.T) {
 	}
 	if w := do(c, alice, PathPrefix+"nothing"); w.Code != http.StatusNotFound {
 		t.Errorf("unknown path: status %d", w.Code)
+	}
+}
+
+func TestPassMethod(t *testing.T) {
+	t.Parallel()
+	c, _ := newTest(t, nil)
+	tk, tok := c.issue(alice, Spec{Bits: 4}, c.now())
+	r := httptest.NewRequest(http.MethodPost, "https://example.org"+passURL(tok, "/", formatNonces(solve(&tk))), nil)
+	w := httptest.NewRecorder()
+	c.Handler(func(*http.Request) Client { return alice }).ServeHTTP(w, r)
+	if w.Code != http.StatusMethodNotAllowed || passCookie(w) != nil || isHTML(w) {
+		t.Errorf("POST: status %d", w.Code)
 	}
 }

@@ -232,3 +232,29 @@ func TestParseBinding(t *testing.T) {
 		}
 	}
 }
+
+func TestFailurePagesForAPIs(t *testing.T) {
+	t.Parallel()
+	c, _ := newTest(t, nil)
+	r := httptest.NewRequest(http.MethodPost, "https://example.org/api", nil)
+	r.Header.Set("Accept", "application/json")
+	for _, tt := range []struct {
+		serve  func(http.ResponseWriter)
+		status int
+		code   string
+	}{
+		{func(w http.ResponseWriter) { c.Deny(w, r, "req-9", "bad_ua") }, 403, "bad_ua"},
+		{func(w http.ResponseWriter) { c.RateLimited(w, r, "req-9", 3*time.Second) }, 429, "rate_limited"},
+		{func(w http.ResponseWriter) { c.Error(w, r, 504, "req-9", "upstream_timeout") }, 504, "upstream_timeout"},
+	} {
+		w := httptest.NewRecorder()
+		tt.serve(w)
+		var v struct {
+			Error     string `json:"error"`
+			RequestID string `json:"request_id"`
+		}
+		if w.Code != tt.status || isHTML(w) || json.Unmarshal(w.Body.Bytes(), &v) != nil || v.Error != tt.code || v.RequestID != "req-9" {
+			t.Errorf("status %d, body %s", w.Code, w.Body)
+		}
+	}
+}
