@@ -59,7 +59,7 @@ func checkOrders(t *testing.T, ab, ab2, ba []result, h2fp string) {
 	t.Helper()
 	all := slices.Concat(ab, ab2, ba)
 	for i, r := range all {
-		if !r.Found || !r.Ordered {
+		if !r.Found || !r.Ordered || !r.TLS {
 			t.Fatalf("result %d: no ordered fingerprint: %+v", i, r)
 		}
 		if hfp, raw := httpfp.HFP(protoOf(r.Proto), r.Names); r.HFP != hfp || r.HFPR != raw {

@@ -115,6 +115,9 @@ type Conn struct {
 	tapMu sync.Mutex // held while feeding; the server reads from one goroutine at a time
 	tap   tap
 
+	tlsOnce sync.Once
+	tls     *tls.ConnectionState // of the underlying connection, nil if none
+
 	mu      sync.Mutex
 	queue   []*pending // oldest first
 	err     error
@@ -177,6 +180,20 @@ func (c *Conn) ConnectionState() tls.ConnectionState {
 		return cs.ConnectionState()
 	}
 	return tls.ConnectionState{}
+}
+
+// tlsState returns the underlying connection's TLS state once its
+// handshake is done, or nil if it has none.
+func (c *Conn) tlsState() *tls.ConnectionState {
+	c.tlsOnce.Do(func() {
+		if cs, ok := c.Conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
+			st := cs.ConnectionState()
+			if st.HandshakeComplete {
+				c.tls = &st
+			}
+		}
+	})
+	return c.tls
 }
 
 // NetConn returns the underlying connection's NetConn if it has one (as
@@ -276,13 +293,19 @@ func FromContext(ctx context.Context) (*Conn, bool) {
 
 // Handler returns a handler that takes each request's fingerprint from its
 // connection once, before h runs, and stores it in the request's context for
-// FromRequest. Wrap the handler of the http.Server and of
-// http2.ServeConnOpts with it.
+// FromRequest. Wrap the handler of the http.Server, of
+// http2.ServeConnOpts and of http3.Server with it, outermost.
+//
+// net/http sets r.TLS only for a *tls.Conn; for a Conn over one, Handler
+// sets r.TLS to the underlying connection's state.
 func Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := FromContext(r.Context()); ok {
 			fp, _ := c.take(r) // nil when not captured: FromRequest must not take another
 			r = r.WithContext(context.WithValue(r.Context(), requestKey{}, fp))
+			if r.TLS == nil && c.Conn != nil {
+				r.TLS = c.tlsState()
+			}
 		}
 		h.ServeHTTP(w, r)
 	})

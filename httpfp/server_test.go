@@ -22,7 +22,7 @@ import (
 // result is what the test server answers: the fingerprint it got.
 type result struct {
 	Proto, Path string
-	Found       bool
+	Found, TLS  bool
 	httpfp.Fingerprint
 }
 
@@ -74,7 +74,7 @@ func startServer(t testing.TB, cfg httpfp.Config) *testServer {
 	t.Helper()
 	h := httpfp.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		res := result{Proto: r.Proto, Path: r.URL.Path}
+		res := result{Proto: r.Proto, Path: r.URL.Path, TLS: r.TLS != nil && r.TLS.HandshakeComplete}
 		if fp, ok := httpfp.FromRequest(r); ok {
 			res.Found, res.Fingerprint = true, *fp
 		}
