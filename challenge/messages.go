@@ -30,6 +30,7 @@ var defaultMessages = [...]i18n.Message{
 	{ID: "ChallengeETA", Other: "Time left: about %s"},
 	{ID: "ChallengeDone", Other: "Done! Taking you to the site…"},
 	{ID: "ChallengeSlow", Other: "This is taking a while on this device. Switching to a short wait instead…"},
+	{ID: "ChallengeCookies", Other: "Your browser blocks cookies for this site, so the check cannot be remembered. Allow cookies for this site, then reload the page."},
 	{ID: "ChallengeNoScript", Other: "JavaScript is turned off. That's fine: you will be let in automatically after a short wait."},
 	{ID: "ChallengeWait", One: "Please wait {{.Count}} second. The page continues by itself.", Other: "Please wait {{.Count}} seconds. The page continues by itself."},
 	{ID: "ChallengeContinue", Other: "Continue"},

@@ -29,6 +29,13 @@
     if (s < 90 * 60) return units.minute.format(Math.round(s / 60));
     return units.hour.format(Math.round(s / 3600));
   }
+  // Without cookies the pass cannot stick and the visitor would loop: say
+  // so instead of working (the browser's own flag, not a guess).
+  if (navigator.cookieEnabled === false) {
+    root.hidden = false;
+    document.getElementById('maat-status').textContent = d.tCookies;
+    return;
+  }
   var workers = [], counters = [], nonces = [], puzzle = 0, hashes = 0, inPuzzle = 0;
   var t0 = Date.now(), lastUI = 0, announced = 0, over = false;
   root.hidden = false;
