@@ -24,7 +24,8 @@ var (
 const DefaultMaxHeaderBytes = http.DefaultMaxHeaderBytes
 
 // maxPending bounds the fingerprints a Conn keeps for requests no handler
-// took yet; the oldest is evicted first.
+// took yet; the oldest is evicted first. Their size is bounded too, by
+// twice the header limit.
 const maxPending = 256
 
 // Config configures the taps. The zero value is ready to use.
@@ -49,7 +50,8 @@ func (c Config) maxHeaderBytes() int {
 // pending is a captured request waiting for its handler.
 type pending struct {
 	method, host, uri string // what the server will put in the *http.Request
-	sum               uint64 // fieldsSum of the fields (HTTP/2 and HTTP/3)
+	sum               uint64 // fieldHash sum of the fields (HTTP/2 and HTTP/3)
+	size              int    // footprint, once queued
 	fp                Fingerprint
 }
 
@@ -120,6 +122,8 @@ type Conn struct {
 
 	mu      sync.Mutex
 	queue   []*pending // oldest first
+	queued  int        // footprint of queue
+	budget  int        // bound of queued: twice the header limit
 	err     error
 	stopped bool
 }
@@ -127,7 +131,7 @@ type Conn struct {
 // NewConn returns c with its reads tapped for protocol p. Bytes pass through
 // unchanged. For H3, which has no net.Conn, use H3Tracer.
 func NewConn(c net.Conn, p Proto, cfg Config) *Conn {
-	fc := &Conn{Conn: c, proto: p, seed: maphash.MakeSeed()}
+	fc := &Conn{Conn: c, proto: p, seed: maphash.MakeSeed(), budget: 2 * cfg.maxHeaderBytes()}
 	switch p {
 	case H1:
 		fc.tap = newH1Tap(fc, cfg)
@@ -207,12 +211,24 @@ func (c *Conn) NetConn() net.Conn {
 
 // push queues a captured request for its handler.
 func (c *Conn) push(p *pending) {
+	p.size = p.footprint()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.queue) == maxPending {
+	c.queue = append(c.queue, p)
+	c.queued += p.size
+	for len(c.queue) > maxPending || (c.queued > c.budget && len(c.queue) > 1) {
 		c.remove(0, 1)
 	}
-	c.queue = append(c.queue, p)
+}
+
+// footprint is about the memory a pending request holds, counted as if
+// it shared nothing.
+func (p *pending) footprint() int {
+	n := 256 + len(p.method) + len(p.host) + len(p.uri) + len(p.fp.HFPR) + len(p.fp.JA4HR)
+	for _, name := range p.fp.Names {
+		n += 16 + len(name)
+	}
+	return n
 }
 
 // take removes and returns the fingerprint captured for r.
@@ -260,6 +276,9 @@ func (c *Conn) take(r *http.Request) (*Fingerprint, bool) {
 // remove drops queue[i:j], keeping the backing array unless pipelining
 // grew it.
 func (c *Conn) remove(i, j int) {
+	for _, p := range c.queue[i:j] {
+		c.queued -= p.size
+	}
 	n := copy(c.queue[i:], c.queue[j:])
 	clear(c.queue[i+n:])
 	c.queue = c.queue[:i+n]

@@ -47,8 +47,8 @@
 //
 // # Memory
 //
-// A Conn holds at most 256 fingerprints that no handler took yet, evicting
-// the oldest. The HTTP/1 tap buffers only the method, request target and
+// A Conn holds at most 256 fingerprints that no handler took yet, and no
+// more than twice MaxHeaderBytes of them, evicting the oldest. The HTTP/1 tap buffers only the method, request target and
 // header names of the message being read (plus, with JA4H, the Cookie and
 // Accept-Language values), never more than MaxHeaderBytes+4096 (the slack
 // net/http allows); header values are skipped, bodies are counted, not

@@ -206,3 +206,35 @@ func TestTakeH1(t *testing.T) {
 		})
 	}
 }
+
+func TestPendingBounds(t *testing.T) {
+	t.Parallel()
+	small := "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+	big := "GET / HTTP/1.1\r\n" + strings.Repeat("X-Long-Name-"+strings.Repeat("n", 200)+": 1\r\n", 4) + "\r\n"
+	tests := []struct {
+		name     string
+		cfg      Config
+		wire     string
+		pending  int
+		maxBytes int
+	}{
+		{"count", Config{}, strings.Repeat(small, 300), maxPending, 2 * DefaultMaxHeaderBytes},
+		{"bytes", Config{MaxHeaderBytes: 4096}, strings.Repeat(big, 100), 4, 8192},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := NewConn(nil, H1, tt.cfg)
+			c.feed([]byte(tt.wire))
+			if err := c.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if n := c.Pending(); n != tt.pending {
+				t.Errorf("Pending() = %d, want %d", n, tt.pending)
+			}
+			if c.queued > tt.maxBytes {
+				t.Errorf("queued %d bytes, want at most %d", c.queued, tt.maxBytes)
+			}
+		})
+	}
+}

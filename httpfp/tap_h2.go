@@ -298,8 +298,8 @@ func (t *h2Tap) endBlock() error {
 	if err := t.dec.Close(); err != nil {
 		return fmt.Errorf("%w: HPACK: %w", ErrMalformed, err)
 	}
-	if !t.blockReq || t.tooBig {
-		return nil
+	if !t.blockReq || t.tooBig || t.fields.method == "" {
+		return nil // trailers, or a request the server refuses
 	}
 	if t.h2fp == "" {
 		t.h2fp = t.fingerprint(t.fields.names)

@@ -24,7 +24,7 @@ type Tracer = func(ctx context.Context, isClient bool, connID quic.ConnectionID)
 // still gets them).
 func H3Tracer(cfg Config, next Tracer) Tracer {
 	return func(ctx context.Context, isClient bool, connID quic.ConnectionID) qlogwriter.Trace {
-		t := &h3Trace{c: &Conn{proto: H3, seed: maphash.MakeSeed()}, ja4h: cfg.JA4H, max: cfg.maxHeaderBytes()}
+		t := &h3Trace{c: &Conn{proto: H3, seed: maphash.MakeSeed(), budget: 2 * cfg.maxHeaderBytes()}, ja4h: cfg.JA4H, max: cfg.maxHeaderBytes()}
 		if next != nil {
 			t.next = next(ctx, isClient, connID)
 		}
