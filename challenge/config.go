@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"time"
@@ -130,6 +131,11 @@ type Config struct {
 	// Contact and PolicyURL, if set, are shown on failure pages.
 	Contact   string
 	PolicyURL string
+
+	// RequestID, if set, names the request on the pages that /.maat/pass
+	// serves itself (refusals, fresh challenges), as on every other page.
+	// If nil, those pages carry no request ID.
+	RequestID func(*http.Request) string
 
 	// CacheSize bounds the verified-cookie cache. If zero, DefaultCacheSize.
 	CacheSize int

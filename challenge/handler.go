@@ -74,36 +74,40 @@ func (c *Challenger) servePass(w http.ResponseWriter, r *http.Request, cl Client
 	l := c.language(r)
 	q := r.URL.Query()
 	redirect := safeRedirect(q.Get("r"))
+	id := ""
+	if c.cfg.RequestID != nil {
+		id = c.cfg.RequestID(r)
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		c.writeShort(w, r, http.StatusMethodNotAllowed, "method_not_allowed", l.t["ChallengeAPI"], "")
+		c.writeShort(w, r, http.StatusMethodNotAllowed, "method_not_allowed", l.t["ChallengeAPI"], id)
 		return
 	}
 	t, err := parseToken(q.Get("t"), c.tokenKeys)
 	if err != nil {
-		c.Deny(w, r, "", "challenge_invalid")
+		c.Deny(w, r, id, "challenge_invalid")
 		return
 	}
 	now := c.now()
 	if now.Unix() >= t.expires || t.bind != bindHash(c.bind, cl) {
-		c.challengePage(w, r, l, cl, t.spec(), redirect, "")
+		c.challengePage(w, r, l, cl, t.spec(), redirect, id)
 		return
 	}
 	if n := q.Get("n"); n != "" {
 		nonces, ok := parseNonces(n, int(t.k))
 		if t.alg != algPoW || !ok || !verifyPoW(&t, nonces) {
-			c.Deny(w, r, "", "challenge_wrong_solution")
+			c.Deny(w, r, id, "challenge_wrong_solution")
 			return
 		}
 	} else if left := unixTime(t.issued + int64(t.wait)).Sub(now); left > 0 {
 		// Too early for the wait path: show the same challenge again,
 		// refreshing when the wait is over.
-		c.renderChallenge(w, r, l, &t, q.Get("t"), redirect, "", uint8((left+time.Second-1)/time.Second))
+		c.renderChallenge(w, r, l, &t, q.Get("t"), redirect, id, uint8((left+time.Second-1)/time.Second))
 		return
 	}
 	first, err := c.marker.MarkOnce(r.Context(), t.markKey(), unixTime(t.expires).Sub(now)+time.Second)
 	if err != nil {
-		c.Error(w, r, http.StatusServiceUnavailable, "", "challenge_store_unavailable")
+		c.Error(w, r, http.StatusServiceUnavailable, id, "challenge_store_unavailable")
 		return
 	}
 	if !first {
@@ -113,12 +117,12 @@ func (c *Challenger) servePass(w http.ResponseWriter, r *http.Request, cl Client
 			redirectTo(w, redirect)
 			return
 		}
-		c.challengePage(w, r, l, cl, t.spec(), redirect, "")
+		c.challengePage(w, r, l, cl, t.spec(), redirect, id)
 		return
 	}
 	ck, err := c.issueCookie(&t, cl, now)
 	if err != nil {
-		c.Error(w, r, http.StatusInternalServerError, "", "challenge_cookie_signing")
+		c.Error(w, r, http.StatusInternalServerError, id, "challenge_cookie_signing")
 		return
 	}
 	http.SetCookie(w, ck)

@@ -236,3 +236,17 @@ func TestPassMethod(t *testing.T) {
 		t.Errorf("POST: status %d", w.Code)
 	}
 }
+
+func TestPassRequestID(t *testing.T) {
+	t.Parallel()
+	c, _ := newTest(t, func(cfg *Config) {
+		cfg.RequestID = func(r *http.Request) string { return r.Header.Get("X-Test-Id") }
+	})
+	r := httptest.NewRequest(http.MethodGet, "https://example.org"+passURL("forged", "/", "0"), nil)
+	r.Header.Set("X-Test-Id", "req-77")
+	w := httptest.NewRecorder()
+	c.Handler(func(*http.Request) Client { return alice }).ServeHTTP(w, r)
+	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "req-77") || !strings.Contains(w.Body.String(), "challenge_invalid") {
+		t.Errorf("status %d body %s", w.Code, w.Body)
+	}
+}
