@@ -372,3 +372,90 @@ func TestUTLSChrome(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestHPACKThroughServer sends many requests on one HTTP/2 connection to
+// the x/net server, with dynamic-table insertions and evictions, table
+// size updates and a SETTINGS_HEADER_TABLE_SIZE change, all streams
+// open at once; every handler must see its own header order.
+func TestHPACKThroughServer(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, httpfp.Config{})
+	conn, err := tls.Dial("tcp", s.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	io.WriteString(conn, http2.ClientPreface)
+	fr := http2.NewFramer(conn, conn)
+	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	const n = 90 // below x/net's 250 concurrent streams
+	want := make(map[string][]string)
+	orders := [][]string{{"user-agent", "x-a", "x-b", "accept"}, {"x-b", "x-a", "user-agent"}, {"accept", "x-c", "x-a"}}
+	for i := range n {
+		switch i {
+		case 30:
+			enc.SetMaxDynamicTableSizeLimit(4096)
+			enc.SetMaxDynamicTableSize(128)
+		case 31:
+			enc.SetMaxDynamicTableSize(0)
+		case 32:
+			enc.SetMaxDynamicTableSize(4096)
+		case 50:
+			fr.WriteSettings(http2.Setting{ID: http2.SettingHeaderTableSize, Val: 512})
+		}
+		path := fmt.Sprintf("/r/%d", i)
+		names := []string{":method", ":authority", ":scheme", ":path"}
+		hb.Reset()
+		for _, f := range [][2]string{{":method", "GET"}, {":authority", "localhost"}, {":scheme", "https"}, {":path", path}} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		for _, name := range orders[i%len(orders)] {
+			enc.WriteField(hpack.HeaderField{Name: name, Value: fmt.Sprintf("%s-%d-%s", name, i%7, strings.Repeat("v", i*13%400))})
+			names = append(names, name)
+		}
+		want[path] = names
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bodies := map[uint32]*bytes.Buffer{}
+	for done := 0; done < n; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.DataFrame:
+			if bodies[f.StreamID] == nil {
+				bodies[f.StreamID] = new(bytes.Buffer)
+			}
+			bodies[f.StreamID].Write(f.Data())
+			if f.StreamEnded() {
+				done++
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("RST_STREAM %v on %d", f.ErrCode, f.StreamID)
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v", f.ErrCode)
+		}
+	}
+	for id, b := range bodies {
+		res := decodeAll(t, b)
+		if len(res) != 1 || !res[0].Found {
+			t.Fatalf("stream %d: %+v", id, res)
+		}
+		if w := want[res[0].Path]; !slices.Equal(res[0].Names, w) {
+			t.Errorf("%s: names %q, want %q", res[0].Path, res[0].Names, w)
+		}
+	}
+	if err := s.errs(); err != nil {
+		t.Error(err)
+	}
+}
