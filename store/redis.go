@@ -20,11 +20,13 @@ type Redis struct {
 }
 
 // takeScript is the token bucket. KEYS[1] is the bucket, ARGV[1] the rate in
-// tokens per second, ARGV[2] the burst. The clock is the server's (TIME), the
+// tokens per second, ARGV[2] the burst, ARGV[3] the cap of waits and expiries
+// in milliseconds. The clock is the server's (TIME), the
 // same for every node. It returns {taken (0 or 1), microseconds to wait}.
 const takeScript = `
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
+local maxms = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local v = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
@@ -43,10 +45,10 @@ if tokens >= 1 then
   tokens = tokens - 1
   taken = 1
 else
-  wait = math.ceil((1 - tokens) * 1000000 / rate)
+  wait = math.min(math.ceil((1 - tokens) * 1000000 / rate), maxms * 1000)
 end
 redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', now))
-redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rate) + 1)
+redis.call('PEXPIRE', KEYS[1], string.format('%d', math.min(math.ceil((burst - tokens) * 1000 / rate) + 1, maxms)))
 return {taken, wait}
 `
 
@@ -114,7 +116,7 @@ func (r *Redis) Take(ctx context.Context, key string, rate float64, burst int) (
 	if err := checkLimit(rate, burst); err != nil {
 		return false, 0, err
 	}
-	res, err := r.take.Run(ctx, r.client, []string{prefixRate + key}, rate, burst).Int64Slice()
+	res, err := r.take.Run(ctx, r.client, []string{prefixRate + key}, rate, burst, maxWait.Milliseconds()).Int64Slice()
 	if err != nil {
 		return false, 0, wrap(err)
 	}

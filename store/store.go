@@ -90,12 +90,15 @@ func refill(tokens, rate float64, burst int, elapsed time.Duration) float64 {
 	return min(tokens, float64(burst))
 }
 
+// maxWait caps the waits and expiries a bucket computes, so that a tiny rate
+// cannot overflow a clock: about a hundred years.
+const maxWait = 100 * 365 * 24 * time.Hour
+
 // seconds converts a number of seconds to a Duration, rounded up to the
-// nanosecond and capped so that it cannot overflow.
+// nanosecond and capped at maxWait.
 func seconds(s float64) time.Duration {
-	const maxSeconds = float64(math.MaxInt64/int64(time.Second)) - 1
-	if s >= maxSeconds {
-		return time.Duration(maxSeconds) * time.Second
+	if s >= maxWait.Seconds() {
+		return maxWait
 	}
 	return time.Duration(math.Ceil(s * float64(time.Second)))
 }

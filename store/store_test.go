@@ -9,6 +9,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,6 +98,22 @@ var behaviour = []struct {
 		wg.Wait()
 		if n := taken.Load(); n != 10 {
 			t.Fatalf("%d of 64 parallel Take succeeded with burst 10; want 10", n)
+		}
+	}},
+	{"take_extreme_limits", func(t *testing.T, s Store, key string) {
+		ctx := t.Context()
+		for _, c := range []struct {
+			name  string
+			rate  float64
+			burst int
+		}{{"tiny_rate", 1e-20, 1}, {"huge_burst", 1e-9, 1 << 62}} {
+			if ok, _, err := s.Take(ctx, key+c.name, c.rate, c.burst); err != nil || !ok {
+				t.Fatalf("%s: first Take = %v, %v; want true, nil", c.name, ok, err)
+			}
+		}
+		ok, wait, err := s.Take(ctx, key+"tiny_rate", 1e-20, 1)
+		if err != nil || ok || wait != maxWait {
+			t.Fatalf("second Take at a tiny rate = %v, %v, %v; want false, %v, nil", ok, wait, err, maxWait)
 		}
 	}},
 	{"take_bad_limit", func(t *testing.T, s Store, key string) {
@@ -254,25 +271,24 @@ func newTestRedis(t testing.TB) *Redis {
 	t.Helper()
 	bin := testenv.NeedCommand(t, "redis-server", "valkey-server")
 	for attempt := 0; ; attempt++ {
-		url, err := startRedis(t, bin)
+		r, err := startRedis(t, bin)
 		if err == nil {
-			r, err := NewRedis(t.Context(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { r.Close() })
 			return r
 		}
-		if attempt == 2 {
+		if attempt == 4 {
 			t.Fatalf("starting %s: %v", bin, err)
 		}
 	}
 }
 
-func startRedis(t testing.TB, bin string) (string, error) {
+// startRedis starts one redis-server and connects to it. The port is free
+// when chosen, but another test (of this package or another) may take it
+// before the server binds it, so the server that answers must prove to be
+// ours by its process id.
+func startRedis(t testing.TB, bin string) (*Redis, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
@@ -281,25 +297,37 @@ func startRedis(t testing.TB, bin string) (string, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
-		return "", err
+		return nil, err
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	stop := func() { cmd.Process.Kill(); <-exited }
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	for range 100 {
 		select {
 		case <-exited:
-			return "", fmt.Errorf("exited: %s", out.String())
+			return nil, fmt.Errorf("exited: %s", out.String())
 		default:
 		}
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return url, nil
+			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return "", errors.New("not listening after 5s")
+	r, err := NewRedis(t.Context(), "redis://"+addr+"/0")
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	info, err := r.client.Info(t.Context(), "server").Result()
+	if want := fmt.Sprintf("process_id:%d\r\n", cmd.Process.Pid); err != nil || !strings.Contains(info, want) {
+		r.Close()
+		stop()
+		return nil, fmt.Errorf("the server on %s is not ours (%v)", addr, err)
+	}
+	t.Cleanup(func() { r.Close(); stop() })
+	return r, nil
 }
 
 func TestRedisExpiry(t *testing.T) {
