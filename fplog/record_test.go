@@ -188,3 +188,17 @@ func TestParseLineLenient(t *testing.T) {
 		})
 	}
 }
+
+func TestParseLinePrefixes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range protocolRecords {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for n := range len(tt.want) {
+				if _, err := ParseLine([]byte(tt.want[:n])); !errors.Is(err, ErrBadLine) {
+					t.Fatalf("ParseLine of the %d-byte prefix error = %v; want ErrBadLine", n, err)
+				}
+			}
+		})
+	}
+}
