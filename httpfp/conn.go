@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"net"
 	"net/http"
@@ -35,9 +36,18 @@ type Config struct {
 	JA4H bool
 	// MaxHeaderBytes bounds the request header (request line or
 	// pseudo-headers included) the tap follows, as http.Server's field of the
-	// same name. If zero, DefaultMaxHeaderBytes is used. Set it to the
-	// server's value.
+	// same name. If zero, DefaultMaxHeaderBytes is used; it must not be
+	// negative. Set it to the server's value.
 	MaxHeaderBytes int
+}
+
+// Validate reports the problems of c, all at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxHeaderBytes < 0 {
+		errs = append(errs, fmt.Errorf("httpfp: MaxHeaderBytes %d is negative", c.MaxHeaderBytes))
+	}
+	return errors.Join(errs...)
 }
 
 func (c Config) maxHeaderBytes() int {

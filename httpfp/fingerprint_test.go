@@ -73,3 +73,24 @@ func TestProtoString(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"zero", Config{}, true},
+		{"set", Config{JA4H: true, MaxHeaderBytes: 8192}, true},
+		{"negative", Config{MaxHeaderBytes: -1}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if err := tt.cfg.Validate(); (err == nil) != tt.ok {
+				t.Errorf("Validate() = %v", err)
+			}
+		})
+	}
+}
