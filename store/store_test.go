@@ -337,7 +337,7 @@ func TestRedisExpiry(t *testing.T) {
 	if _, err := r.MarkOnce(ctx, "m", 90*time.Second+500*time.Microsecond); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := r.Take(ctx, "b", 2, 10); err != nil {
+	if _, _, err := r.Take(ctx, "b", 0.01, 10); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -346,8 +346,8 @@ func TestRedisExpiry(t *testing.T) {
 		min, max time.Duration
 	}{
 		{"mark", prefixMark + "m", 80 * time.Second, 90*time.Second + time.Millisecond},
-		// one token of ten taken at 2/s: full again in 500 ms
-		{"bucket", prefixRate + "b", time.Millisecond, 501 * time.Millisecond},
+		// one token of ten taken at 0.01/s: full again in 100 s
+		{"bucket", prefixRate + "b", 80 * time.Second, 100*time.Second + time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
