@@ -5,7 +5,7 @@
 //
 // Run it from the repository root:
 //
-//	go run ./bench/solver [-chromium /usr/bin/chromium] [-hashes 4194304] [-rounds 3]
+//	go run ./bench/solver [-chromium /usr/bin/chromium] [-hashes 2097152] [-rounds 3]
 //
 // It serves challenge/static/worker.js over TLS on 127.0.0.1, runs it in
 // one worker, then in one worker per core at once, and prints the rates.
