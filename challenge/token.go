@@ -13,15 +13,10 @@ import (
 	"golang.org/x/crypto/cryptobyte"
 )
 
-// Token errors. ErrTokenMalformed covers every undecodable or tampered token.
-var (
-	ErrTokenMalformed = errors.New("challenge: malformed token")
-	ErrTokenExpired   = errors.New("challenge: token expired")
-	ErrTokenBinding   = errors.New("challenge: token bound to another client")
-	ErrTokenReplayed  = errors.New("challenge: token already redeemed")
-	ErrSolution       = errors.New("challenge: wrong proof-of-work solution")
-	ErrTooEarly       = errors.New("challenge: wait not over")
-)
+// ErrTokenMalformed reports an undecodable, truncated or tampered challenge
+// token. (An expired, replayed or foreign-bound token is not an error: the
+// visitor gets a fresh challenge.)
+var ErrTokenMalformed = errors.New("challenge: malformed token")
 
 const (
 	tokenVersion = 1
