@@ -216,7 +216,7 @@ func (f *fields) pending(proto Proto, ja4h bool, h2fp string, m *memo) *pending 
 			version = "30"
 		}
 		j := ja4hInput{method: f.method, version: version, names: p.fp.Names, cookies: f.cookies, lang: f.lang}
-		p.fp.JA4H, p.fp.JA4HR = j.compute()
+		p.fp.JA4H, p.fp.JA4HR = m.ja4h(&j)
 	}
 	return p
 }
@@ -230,6 +230,24 @@ type memo struct {
 	ends      []int    // end of each name in joined (HTTP/1)
 	hfp, hfpr string
 	raw, out  []byte // scratch
+
+	last  ja4hInput // of ja4h, hfp and ja4hr; names shared with names
+	ja4hs [2]string
+}
+
+// ja4h returns JA4H and its raw form for j, reusing the last ones when j
+// is the request before again (same names list, method, version, language
+// and cookies).
+func (m *memo) ja4h(j *ja4hInput) (string, string) {
+	l := &m.last
+	if m.ja4hs[0] != "" && len(j.names) == len(l.names) && (len(j.names) == 0 || &j.names[0] == &l.names[0]) &&
+		j.method == l.method && j.version == l.version && j.lang == l.lang && slices.Equal(j.cookies, l.cookies) {
+		return m.ja4hs[0], m.ja4hs[1]
+	}
+	h, r := j.compute()
+	m.last = ja4hInput{method: j.method, version: j.version, names: j.names, lang: j.lang, cookies: slices.Clone(j.cookies)}
+	m.ja4hs = [2]string{h, r}
+	return h, r
 }
 
 // set computes the hfp of names (which memo keeps) and returns them.

@@ -415,7 +415,7 @@ func (t *h1Tap) endHeader() error {
 	p.fp.Ordered = true
 	if t.ja4h {
 		j := ja4hInput{method: p.method, version: string(t.ver[:]), names: p.fp.Names, cookies: t.cookies, lang: t.lang}
-		p.fp.JA4H, p.fp.JA4HR = j.compute()
+		p.fp.JA4H, p.fp.JA4HR = t.memo.ja4h(&j)
 	}
 	t.c.push(p)
 
