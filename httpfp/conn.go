@@ -196,6 +196,16 @@ func (c *Conn) ConnectionState() tls.ConnectionState {
 	return tls.ConnectionState{}
 }
 
+// CloseWrite shuts down the writing side of the underlying connection
+// (as *tls.Conn and *net.TCPConn do; net/http uses it when it can), or
+// returns errors.ErrUnsupported.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
 // tlsState returns the underlying connection's TLS state once its
 // handshake is done, or nil if it has none.
 func (c *Conn) tlsState() *tls.ConnectionState {
