@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -457,5 +458,36 @@ func TestHPACKThroughServer(t *testing.T) {
 	}
 	if err := s.errs(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestMalformedThroughServer sends an HPACK block that does not decode:
+// the tap stops with ErrMalformed and x/net closes the connection.
+func TestMalformedThroughServer(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, httpfp.Config{})
+	conn, err := tls.Dial("tcp", s.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(conn, http2.ClientPreface)
+	fr := http2.NewFramer(conn, conn)
+	fr.WriteSettings()
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0xff, 0x7f}, EndHeaders: true, EndStream: true})
+	var goAway *http2.GoAwayFrame
+	for goAway == nil {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			break // closed
+		}
+		goAway, _ = f.(*http2.GoAwayFrame)
+	}
+	if goAway != nil && goAway.ErrCode != http2.ErrCodeCompression {
+		t.Errorf("GOAWAY %v, want COMPRESSION_ERROR", goAway.ErrCode)
+	}
+	if err := s.errs(); !errors.Is(err, httpfp.ErrMalformed) {
+		t.Errorf("tap error %v, want ErrMalformed", err)
 	}
 }
