@@ -1,8 +1,10 @@
 package httpfp
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,40 +54,48 @@ func BenchmarkCaptureH1(b *testing.B) {
 // connection (the HPACK dynamic table warm, as browsers use it).
 func BenchmarkCaptureH2(b *testing.B) {
 	const n = 1000 // requests per connection
-	cl := newH2Client()
-	cl.fr.WriteSettings(http2.Setting{ID: 1, Val: 65536}, http2.Setting{ID: 2, Val: 0}, http2.Setting{ID: 4, Val: 6291456}, http2.Setting{ID: 6, Val: 262144})
-	cl.fr.WriteWindowUpdate(0, 15663105)
-	start := cl.buf.Len()
 	fields := []string{":method: GET", ":authority: example.org", ":scheme: https", ":path: /index.html"}
 	for _, l := range strings.Split(strings.TrimSuffix(chromeH1, "\r\n\r\n"), "\r\n")[3:] {
 		n, v, _ := strings.Cut(l, ": ")
 		fields = append(fields, strings.ToLower(n)+": "+v)
 	}
-	frames := make([][]byte, n)
-	for i := range n {
-		before := cl.buf.Len()
-		cl.headers(b, uint32(2*i+1), fields, 1<<20, 0)
-		frames[i] = cl.buf.Bytes()[before:cl.buf.Len()]
-	}
-	preface := cl.buf.Bytes()[:start]
-	for _, cfg := range []Config{{}, {JA4H: true}} {
-		b.Run(fmt.Sprintf("ja4h=%v", cfg.JA4H), func(b *testing.B) {
-			r := &http.Request{Method: "GET", Host: "example.org", RequestURI: "/index.html"}
-			var c *Conn
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				if i%n == 0 {
-					c = NewConn(nil, H2, cfg)
-					c.feed(preface)
-				}
-				c.feed(frames[i%n])
-				if _, ok := c.take(r); !ok {
-					b.Fatal(c.Err())
-				}
-				i++
+	swapped := slices.Clone(fields)
+	swapped[5], swapped[6] = swapped[6], swapped[5]
+	for _, alt := range []bool{false, true} {
+		// One connection's bytes: the preface, then n requests.
+		cl := newH2Client()
+		cl.fr.WriteSettings(http2.Setting{ID: 1, Val: 65536}, http2.Setting{ID: 2, Val: 0}, http2.Setting{ID: 4, Val: 6291456}, http2.Setting{ID: 6, Val: 262144})
+		cl.fr.WriteWindowUpdate(0, 15663105)
+		preface := bytes.Clone(cl.buf.Bytes())
+		var frames [][]byte
+		for i := range n {
+			f := fields
+			if alt && i%2 == 1 {
+				f = swapped
 			}
-		})
+			before := cl.buf.Len()
+			cl.headers(b, uint32(2*i+1), f, 1<<20, 0)
+			frames = append(frames, bytes.Clone(cl.buf.Bytes()[before:]))
+		}
+		for _, cfg := range []Config{{}, {JA4H: true}} {
+			b.Run(fmt.Sprintf("alternating=%v/ja4h=%v", alt, cfg.JA4H), func(b *testing.B) {
+				r := &http.Request{Method: "GET", Host: "example.org", RequestURI: "/index.html"}
+				var c *Conn
+				i := 0
+				b.ReportAllocs()
+				for b.Loop() {
+					if i%n == 0 {
+						c = NewConn(nil, H2, cfg)
+						c.feed(preface)
+					}
+					c.feed(frames[i%n])
+					if _, ok := c.take(r); !ok {
+						b.Fatal(c.Err())
+					}
+					i++
+				}
+			})
+		}
 	}
 }
 

@@ -253,8 +253,11 @@ func (m *memo) ja4h(j *ja4hInput) (string, string) {
 // set computes the hfp of names (which memo keeps) and returns them.
 func (m *memo) set(p Proto, names []string) ([]string, string, string) {
 	hfp, raw := appendHFP(m.out[:0], m.raw[:0], p, names)
-	m.names, m.hfp, m.hfpr = names, string(hfp), string(raw)
-	m.out, m.raw = hfp, raw
+	n := len(hfp)
+	buf := append(hfp, raw...)
+	both := string(buf) // one allocation for the two
+	m.names, m.hfp, m.hfpr = names, both[:n], both[n:]
+	m.out, m.raw = buf[:0], raw
 	return m.names, m.hfp, m.hfpr
 }
 
