@@ -20,6 +20,17 @@
 // with exponential backoff and shows in [Manager.Status]; each name is
 // ordered on its own, so one name that cannot get a certificate never holds
 // back the others.
+// A handshake for a configured name without a certificate orders one and
+// waits for it (unless a failed order waits for its retry time). Several
+// nodes may share a [Cache]; if it also implements [Locker], one node orders
+// a name and the others read the result, and challenge answers go through
+// the cache so that whichever node the CA reaches can answer.
+//
+// ModeSelfSigned makes a local ECDSA P-256 CA once (kept in the cache, or in
+// memory without one) and signs a leaf per server name on demand; a hello
+// without a server name gets a leaf for localhost, 127.0.0.1 and ::1.
+// ModeFiles serves a certificate and key from files, re-read by
+// [Manager.Reload].
 //
 // The package does not log: it returns errors, exposes [Manager.Status] and
 // calls [Config.OnEvent], and the caller decides what to log.
