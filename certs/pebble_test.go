@@ -329,6 +329,41 @@ func (e *testEdge) get(t *testing.T, roots *x509.CertPool, name, proto string) (
 	return string(body), resp.TLS.PeerCertificates[0], nil
 }
 
+// underLoad runs f while two clients send requests for name over new
+// connections, one after the other; every request must succeed. It returns
+// how many did.
+func (e *testEdge) underLoad(t *testing.T, roots *x509.CertPool, name string, f func()) int64 {
+	t.Helper()
+	var served atomic.Int64
+	done := make(chan struct{})
+	errs := make(chan error, 2)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, _, err := e.get(t, roots, name, "1.1"); err != nil {
+					errs <- err
+					return
+				}
+				served.Add(1)
+			}
+		})
+	}
+	f()
+	close(done)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("request during the operation failed: %v", err)
+	}
+	return served.Load()
+}
+
 // bounded returns a context for one call that must not outlast an order.
 func bounded(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
