@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/tlsfp"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
@@ -30,6 +31,9 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 		HandshakeIdleTimeout: s.base.Timeouts.Handshake.D(),
 		MaxIdleTimeout:       s.base.Timeouts.Idle.D(),
 		Allow0RTT:            false, // replayable requests would bypass the single-use marks
+		// The qlog tracer is quic-go's only view of the decoded QPACK
+		// fields in wire order: httpfp keeps the HEADERS, drops the rest.
+		Tracer: httpfp.H3Tracer(httpfp.Config{JA4H: s.base.Fingerprints.JA4H, MaxHeaderBytes: 1 << 20}, nil),
 	}
 	ln, err := tr.ListenEarly(tlsConf, qconf)
 	if err != nil {
@@ -37,11 +41,11 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 		return fmt.Errorf("edge: http3: %w", err)
 	}
 	s.h3 = &http3.Server{
-		Handler:        s.handlerH3(),
+		Handler:        httpfp.Handler(s.handlerH3()),
 		MaxHeaderBytes: 1 << 20,
 		IdleTimeout:    s.base.Timeouts.Idle.D(),
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
-			return withConnInfo(ctx, &connInfo{quic: c})
+			return httpfp.NewH3Context(withConnInfo(ctx, &connInfo{quic: c}), c)
 		},
 	}
 	s.addrs.HTTP3 = udp.LocalAddr().String()

@@ -94,6 +94,9 @@ func (s *Server) handleTLS(c net.Conn) {
 // helloError logs a ClientHello that could not be fingerprinted, once per
 // connection. Plain HTTP on the TLS port is answered, not logged.
 func (s *Server) helloError(remote net.Addr, err error) {
+	if errors.Is(err, io.EOF) { // closed before a byte: port probes, health checks
+		return
+	}
 	if errors.Is(err, tlsfp.ErrNotTLS) {
 		s.metrics.handshakes.WithLabelValues("plain_http", "tcp").Inc()
 		return

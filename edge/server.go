@@ -22,6 +22,7 @@ import (
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/tlsfp"
 )
@@ -139,7 +140,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 
 	t := cfg.Timeouts
 	s.h1 = &http.Server{
-		Handler:           http.HandlerFunc(s.serveTCP),
+		Handler:           httpfp.Handler(http.HandlerFunc(s.serveTCP)), // outermost: pairs before anything edits headers
 		ReadHeaderTimeout: t.ReadHeader.D(),
 		IdleTimeout:       t.Idle.D(),
 		MaxHeaderBytes:    1 << 20,
