@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/maatproxy/maat/internal/testenv"
