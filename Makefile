@@ -2,7 +2,10 @@
 GO      ?= go
 PKGS    ?= ./...
 # Debian packages the tests drive for real: command → package.
-SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl wget:wget
+SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl \
+           wget:wget python3:python3 npm:npm node:nodejs
+# Packages without a command: fonts for the screenshots of the challenge page.
+SYSPKGS := fonts-noto-cjk
 
 .PHONY: demo test deps check unit fuzz bench build clean
 
@@ -18,6 +21,7 @@ test: deps check unit
 deps:
 	@missing=""; for pair in $(SYSDEPS); do cmd=$${pair%%:*}; pkg=$${pair##*:}; \
 	  command -v $$cmd >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	for pkg in $(SYSPKGS); do dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
