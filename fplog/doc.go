@@ -36,7 +36,7 @@
 //   - rules: the names of the policy rules that matched, in order.
 //   - action: ALLOW, CHALLENGE, DENY, RATE (rate limited), or PASS (a valid
 //     pass cookie).
-//   - challenge: {"alg": "pow" or "meta-refresh", "bits": difficulty in
+//   - challenge: {"alg": "pow" or "metarefresh", "bits": difficulty in
 //     leading zero bits} when a challenge was served.
 //   - status: the HTTP status sent.
 //   - bytes: the bytes of the response body sent.

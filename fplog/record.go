@@ -49,7 +49,7 @@ type Record struct {
 
 // Challenge is the challenge served with a request.
 type Challenge struct {
-	Alg  string // "pow" or "meta-refresh"
+	Alg  string // "pow" or "metarefresh"
 	Bits int    // the difficulty in leading zero bits
 }
 
