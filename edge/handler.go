@@ -95,9 +95,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.plainError(rec, st, http.StatusMisdirectedRequest, "unknown_site")
 		return
 	}
-	if strings.HasPrefix(r.URL.Path, "/.maat/") {
+	if strings.HasPrefix(r.URL.Path, challenge.PathPrefix) {
 		st.action = actAllow
 		rt.maat.ServeHTTP(rec, r)
+		if r.URL.Path == challenge.PathPrefix+"pass" {
+			s.countPass(rec.status)
+		}
 		return
 	}
 
@@ -235,6 +238,22 @@ func protoLabel(major int) string {
 		return "h2"
 	}
 	return "h1"
+}
+
+// countPass counts an answer to a challenge by what /.maat/pass replied: a
+// redirect to the site is a pass, a new challenge page a retry (expired or
+// roamed), a 403 a failure (forged token or wrong solution).
+func (s *Server) countPass(status int) {
+	switch {
+	case status == http.StatusSeeOther || status == http.StatusFound:
+		s.metrics.challenges.WithLabelValues("passed", "ok").Inc()
+	case status == http.StatusForbidden:
+		s.metrics.challenges.WithLabelValues("failed", "bad_answer").Inc()
+	case status == http.StatusOK:
+		s.metrics.challenges.WithLabelValues("failed", "stale").Inc()
+	default:
+		s.metrics.challenges.WithLabelValues("failed", "other").Inc()
+	}
 }
 
 // challengeClient is what /.maat/pass binds a pass to.

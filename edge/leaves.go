@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -108,6 +109,12 @@ func (s *Server) newChallenger(cfg *Config, version string) (*challenge.Challeng
 		Bind:          bind,
 		PolicyVersion: version,
 		Messages:      s.messages,
+		RequestID: func(r *http.Request) string {
+			if st := stateOf(r); st != nil {
+				return st.id
+			}
+			return ""
+		},
 	})
 }
 

@@ -111,7 +111,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if s.verifier, err = policy.NewVerifier(policy.VerifierConfig{}); err != nil {
 		return nil, fmt.Errorf("edge: crawler verifier: %w", err)
 	}
-	rt, err := s.newRuntime(cfg)
+	rt, err := s.newSnapshot(cfg)
 	if err != nil {
 		_ = s.store.Close()
 		return nil, err
@@ -175,8 +175,8 @@ func certsConfig(cfg *Config) certs.Config {
 	return c
 }
 
-// newRuntime compiles what a configuration needs per request.
-func (s *Server) newRuntime(cfg Config) (*snapshot, error) {
+// newSnapshot compiles what a configuration needs per request.
+func (s *Server) newSnapshot(cfg Config) (*snapshot, error) {
 	rt := &snapshot{cfg: cfg, sites: newSiteTable(&cfg)}
 	for _, p := range cfg.TrustedProxies {
 		rt.trusted = append(rt.trusted, netipPrefix(p))
@@ -203,7 +203,7 @@ func (s *Server) Reload(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	rt, err := s.newRuntime(cfg)
+	rt, err := s.newSnapshot(cfg)
 	if err != nil {
 		return err
 	}
