@@ -25,7 +25,8 @@ func BenchmarkProxyH1(b *testing.B) {
 	}))
 	defer up.Close()
 
-	cfg, err := ParseConfig("bench.yaml", []byte("listen: {https: '127.0.0.1:0', http: '', admin: '', http3: false}\n"+
+	fp := b.TempDir() + "/fp.jsonl" // the whole chain, fingerprint log included
+	cfg, err := ParseConfig("bench.yaml", []byte("listen: {https: '127.0.0.1:0', http: '', admin: '', http3: false}\nlog: {fingerprints: "+fp+"}\n"+
 		"tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n"))
 	if err != nil {
 		b.Fatal(err)
@@ -78,6 +79,16 @@ func BenchmarkProxyH1(b *testing.B) {
 			}
 		})
 	}
+	// The same bare proxy with the edge's pooled transport, to show what the
+	// edge's own work costs apart from connection pooling.
+	pooled := &httputil.ReverseProxy{Transport: newTransport(cfg.Timeouts),
+		Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.SetXForwarded() }}
+	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
+	pooledSrv := &http.Server{Handler: pooled, ReadHeaderTimeout: 10 * time.Second}
+	go pooledSrv.Serve(tls.NewListener(ln2, tlsConf))
+	defer pooledSrv.Close()
+
 	b.Run("edge", func(b *testing.B) { run(b, s.Addrs().HTTPS) })
 	b.Run("bare", func(b *testing.B) { run(b, ln.Addr().String()) })
+	b.Run("bare-pooled", func(b *testing.B) { run(b, ln2.Addr().String()) })
 }
