@@ -74,12 +74,68 @@ type Site struct {
 	Routes   []Route   `yaml:"routes"`
 	// MaxBodyBytes caps request bodies; 0 = no cap (bodies stream).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+
+	// Canonical, if set, is the host name every other host of the site
+	// redirects to (301), e.g. www.example.org → example.org.
+	Canonical string `yaml:"canonical"`
+	// Redirects are answered by the edge before the policy runs.
+	Redirects []Redirect `yaml:"redirects"`
+	// HSTS is sent on every HTTPS response. If absent, one year for ACME
+	// sites and off otherwise; max_age: 0s turns it off.
+	HSTS *HSTS `yaml:"hsts"`
+	// SecurityHeaders adds X-Content-Type-Options: nosniff and
+	// Referrer-Policy: strict-origin-when-cross-origin where the upstream set
+	// none. Default false.
+	SecurityHeaders bool `yaml:"security_headers"`
+	// Headers are the site's header rules (routes add their own after).
+	Headers HeaderRules `yaml:"headers"`
+	// Maintenance answers every request (but /.maat/) with a 503 page.
+	Maintenance bool `yaml:"maintenance"`
 }
 
 // Route sends a path prefix to other upstreams.
 type Route struct {
 	Path     string    `yaml:"path"`
 	Upstream Upstreams `yaml:"upstream"`
+	// BasicAuth asks for a user and password (bcrypt hashes), after the bot
+	// policy has let the request through.
+	BasicAuth *BasicAuth `yaml:"basic_auth"`
+	// Headers are the route's header rules, applied after the site's.
+	Headers HeaderRules `yaml:"headers"`
+}
+
+// Redirect sends a path (exact, or a prefix when it ends in "/") elsewhere.
+type Redirect struct {
+	From   string `yaml:"from"`
+	To     string `yaml:"to"`     // a path, or an absolute https:// URL
+	Status int    `yaml:"status"` // 301, 302, 307 or 308; default 301
+}
+
+// HSTS is the Strict-Transport-Security header of a site.
+type HSTS struct {
+	MaxAge            Duration `yaml:"max_age"`
+	IncludeSubdomains bool     `yaml:"include_subdomains"`
+	Preload           bool     `yaml:"preload"`
+}
+
+// HeaderRules set, add or remove headers of requests (to the upstream) and
+// responses (to the client).
+type HeaderRules struct {
+	Request  HeaderOps `yaml:"request"`
+	Response HeaderOps `yaml:"response"`
+}
+
+// HeaderOps are the three operations, applied remove, set, add.
+type HeaderOps struct {
+	Set    map[string]string `yaml:"set"`
+	Add    map[string]string `yaml:"add"`
+	Remove []string          `yaml:"remove"`
+}
+
+// BasicAuth protects a route with HTTP Basic authentication (RFC 7617).
+type BasicAuth struct {
+	Realm string            `yaml:"realm"` // default "restricted"
+	Users map[string]string `yaml:"users"` // user → bcrypt hash ($2a$, $2b$, $2y$)
 }
 
 // Upstreams is one upstream URL or a list of them (round robin, passive

@@ -326,3 +326,16 @@ func TestPort80RedirectsAndAdmin(t *testing.T) {
 }
 
 func port(hostport string) string { _, p, _ := net.SplitHostPort(hostport); return p }
+
+func readAll(res *http.Response) string {
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}
+
+// newUpstream serves f on loopback and returns its URL.
+func newUpstream(t *testing.T, f http.HandlerFunc) string {
+	t.Helper()
+	up := httptest.NewServer(f)
+	t.Cleanup(up.Close)
+	return up.URL
+}

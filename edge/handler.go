@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -95,12 +96,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.plainError(rec, st, http.StatusMisdirectedRequest, "unknown_site")
 		return
 	}
+	if st.site.hsts != "" {
+		w.Header()["Strict-Transport-Security"] = []string{st.site.hsts}
+	}
 	if strings.HasPrefix(r.URL.Path, challenge.PathPrefix) {
 		st.action = actAllow
 		rt.maat.ServeHTTP(rec, r)
 		if r.URL.Path == challenge.PathPrefix+"pass" {
 			s.countPass(rec.status)
 		}
+		return
+	}
+
+	if s.siteAnswers(rt, rec, r, st) {
 		return
 	}
 
@@ -168,9 +176,46 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.forward(rec, r, st)
 }
 
-// forward sends the request to the route's upstream.
+// siteAnswers answers what the site's configuration answers before the
+// policy: canonical host, redirects, maintenance. It reports whether it did.
+func (s *Server) siteAnswers(rt *snapshot, w *recorder, r *http.Request, st *reqState) bool {
+	site := st.site
+	if site.canonical != "" && normalizeHost(hostOnly(r.Host)) != site.canonical {
+		st.action = actAllow
+		http.Redirect(w, r, s.canonicalURL(site.canonical, r), http.StatusMovedPermanently)
+		return true
+	}
+	for i := range site.redirects {
+		if to, ok := site.redirects[i].match(r.URL.Path, r.URL.RawQuery); ok {
+			st.action = actAllow
+			http.Redirect(w, r, to, site.redirects[i].status)
+			return true
+		}
+	}
+	if site.maintenance {
+		st.action = actAllow
+		w.Header().Set("Retry-After", "300")
+		rt.challenger.Error(w, r, http.StatusServiceUnavailable, st.id, "maintenance")
+		return true
+	}
+	return false
+}
+
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	return h
+}
+
+// forward sends the request to the route's upstream, after its basic
+// authentication (which comes after the bot policy).
 func (s *Server) forward(w *recorder, r *http.Request, st *reqState) {
 	st.route = st.site.route(r.URL.Path)
+	if a := st.route.auth; a != nil && !a.check(r) {
+		a.challenge(w)
+		return
+	}
 	st.target = st.route.pool.pick(st.start, nil)
 	if st.site.maxBody > 0 && r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, st.site.maxBody)

@@ -81,6 +81,9 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	if st.demo {
 		demoHeaders(h, pr.In, st)
 	}
+	for i := range st.route.reqOps {
+		st.route.reqOps[i].apply(h)
+	}
 }
 
 func joinURLPath(base string, u interface{ EscapedPath() string }) (string, string) {
@@ -93,6 +96,18 @@ func joinURLPath(base string, u interface{ EscapedPath() string }) (string, stri
 func (s *Server) upstreamResponse(res *http.Response) error {
 	st := stateOf(res.Request)
 	st.route.pool.ok(st.target)
+	h := res.Header
+	if st.site.security {
+		if _, ok := h["X-Content-Type-Options"]; !ok {
+			h["X-Content-Type-Options"] = []string{"nosniff"}
+		}
+		if _, ok := h["Referrer-Policy"]; !ok {
+			h["Referrer-Policy"] = []string{"strict-origin-when-cross-origin"}
+		}
+	}
+	for i := range st.route.respOps {
+		st.route.respOps[i].apply(h)
+	}
 	s.metrics.upstream.WithLabelValues(st.site.name).Observe(sinceSeconds(st.start))
 	return nil
 }

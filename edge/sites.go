@@ -14,33 +14,46 @@ type siteTable struct {
 }
 
 type site struct {
-	index   int
-	name    string // first host name, for logs and metrics
-	routes  []*route
-	maxBody int64
+	index       int
+	name        string // first host name, for logs and metrics
+	routes      []*route
+	maxBody     int64
+	canonical   string // "" = every host is served as is
+	redirects   []redirect
+	hsts        string // the header value; "" = none
+	security    bool
+	maintenance bool
 }
 
 type route struct {
-	prefix string // "" = the site's default upstream
-	pool   *pool
+	prefix  string // "" = the site's default upstream
+	pool    *pool
+	auth    *basicAuth
+	reqOps  []headerOps // the site's rules, then the route's
+	respOps []headerOps
 }
 
 func newSiteTable(cfg *Config) *siteTable {
 	t := &siteTable{byHost: map[string]*site{}, wildcard: map[string]*site{}}
 	pause := cfg.Timeouts.FailPause.D()
 	for i, sc := range cfg.Sites {
-		s := &site{index: i, maxBody: sc.MaxBodyBytes}
+		s := &site{index: i, maxBody: sc.MaxBodyBytes, canonical: normalizeHost(sc.Canonical),
+			redirects: compileRedirects(sc.Redirects), hsts: hstsValue(&cfg.Sites[i], cfg.TLS.Mode),
+			security: sc.SecurityHeaders, maintenance: sc.Maintenance}
 		if len(sc.Hosts) > 0 {
 			s.name = normalizeHost(sc.Hosts[0])
 		} else {
 			s.name = "*"
 		}
 		for _, r := range sc.Routes {
-			s.routes = append(s.routes, &route{prefix: r.Path, pool: newPool(r.Upstream, pause)})
+			s.routes = append(s.routes, &route{prefix: r.Path, pool: newPool(r.Upstream, pause),
+				auth: newBasicAuth(r.BasicAuth), reqOps: opsList(sc.Headers.Request, r.Headers.Request),
+				respOps: opsList(sc.Headers.Response, r.Headers.Response)})
 		}
 		// Longest prefix first; the default route last.
 		sortRoutes(s.routes)
-		s.routes = append(s.routes, &route{pool: newPool(sc.Upstream, pause)})
+		s.routes = append(s.routes, &route{pool: newPool(sc.Upstream, pause),
+			reqOps: opsList(sc.Headers.Request), respOps: opsList(sc.Headers.Response)})
 		for _, h := range sc.Hosts {
 			n := normalizeHost(h)
 			if rest, ok := strings.CutPrefix(n, "*."); ok {
@@ -54,6 +67,18 @@ func newSiteTable(cfg *Config) *siteTable {
 		}
 	}
 	return t
+}
+
+// opsList compiles header rules to apply in order (the site's, then the
+// route's), leaving out empty ones.
+func opsList(hs ...HeaderOps) []headerOps {
+	var out []headerOps
+	for _, h := range hs {
+		if o := compileOps(h); !o.empty() {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 func sortRoutes(rs []*route) {

@@ -1,9 +1,13 @@
 package edge
 
 import (
+	"maps"
+	"slices"
+
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"golang.org/x/crypto/bcrypt"
 	"net"
 	"strings"
 )
@@ -75,8 +79,43 @@ func (c *Config) Validate() error {
 		if s.MaxBodyBytes < 0 {
 			bad(key+".max_body_bytes", "must not be negative")
 		}
+		if s.Canonical != "" && !slices.Contains(normalizedHosts(s.Hosts), normalizeHost(s.Canonical)) {
+			bad(key+".canonical", "%q is not one of the site's hosts", s.Canonical)
+		}
+		for j, r := range s.Redirects {
+			rk := fmt.Sprintf("%s.redirects[%d]", key, j)
+			if !strings.HasPrefix(r.From, "/") {
+				bad(rk+".from", "a path starting with /, got %q", r.From)
+			}
+			if !strings.HasPrefix(r.To, "/") && !strings.HasPrefix(r.To, "https://") && !strings.HasPrefix(r.To, "http://") || strings.HasPrefix(r.To, "//") {
+				bad(rk+".to", "a path starting with / or an http(s):// URL, got %q", r.To)
+			}
+			switch r.Status {
+			case 0, 301, 302, 307, 308:
+			default:
+				bad(rk+".status", "want 301, 302, 307 or 308, got %d", r.Status)
+			}
+		}
+		if s.HSTS != nil && s.HSTS.MaxAge < 0 {
+			bad(key+".hsts.max_age", "must not be negative")
+		}
+		checkHeaders(bad, key+".headers", s.Headers)
 		for j, r := range s.Routes {
 			rk := fmt.Sprintf("%s.routes[%d]", key, j)
+			checkHeaders(bad, rk+".headers", r.Headers)
+			if a := r.BasicAuth; a != nil {
+				if len(a.Users) == 0 {
+					bad(rk+".basic_auth.users", "at least one user is needed")
+				}
+				for u, h := range a.Users {
+					if u == "" || strings.Contains(u, ":") {
+						bad(rk+".basic_auth.users", "bad user name %q", u)
+					}
+					if _, err := bcrypt.Cost([]byte(h)); err != nil {
+						bad(rk+".basic_auth.users."+u, "not a bcrypt hash (make one with htpasswd -nbB user password)")
+					}
+				}
+			}
 			if !strings.HasPrefix(r.Path, "/") {
 				bad(rk+".path", "a path prefix starting with /, got %q", r.Path)
 			}
@@ -137,6 +176,52 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func checkHeaders(bad func(string, string, ...any), key string, h HeaderRules) {
+	for _, ops := range []struct {
+		name string
+		ops  HeaderOps
+	}{{"request", h.Request}, {"response", h.Response}} {
+		names := slices.Collect(maps.Keys(ops.ops.Set))
+		names = append(names, slices.Collect(maps.Keys(ops.ops.Add))...)
+		names = append(names, ops.ops.Remove...)
+		for _, n := range names {
+			if !validHeaderName(n) {
+				bad(key+"."+ops.name, "not a header name: %q", n)
+			} else if len(n) >= 7 && strings.EqualFold(n[:7], "x-maat-") {
+				bad(key+"."+ops.name, "X-Maat-* headers belong to the edge: %q", n)
+			}
+		}
+		for _, m := range []map[string]string{ops.ops.Set, ops.ops.Add} {
+			for n, v := range m {
+				if strings.ContainsAny(v, "\r\n\x00") {
+					bad(key+"."+ops.name, "value of %s has a line break", n)
+				}
+			}
+		}
+	}
+}
+
+func validHeaderName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func normalizedHosts(hs []string) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = normalizeHost(h)
+	}
+	return out
 }
 
 func decodeEABKey(s string) ([]byte, error) {

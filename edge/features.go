@@ -1,0 +1,193 @@
+package edge
+
+import (
+	"crypto/sha256"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// What a site needs beyond forwarding, compiled from its configuration:
+// canonical host, redirects, HSTS and security headers, header rules,
+// maintenance, basic authentication.
+
+type redirect struct {
+	from, to string
+	prefix   bool
+	status   int
+}
+
+// compileRedirects keeps the configured order; the first match wins.
+func compileRedirects(rs []Redirect) []redirect {
+	out := make([]redirect, 0, len(rs))
+	for _, r := range rs {
+		st := r.Status
+		if st == 0 {
+			st = http.StatusMovedPermanently
+		}
+		out = append(out, redirect{from: r.From, to: r.To, prefix: strings.HasSuffix(r.From, "/"), status: st})
+	}
+	return out
+}
+
+// match returns the target of path, keeping the rest of a prefix and the query.
+func (r *redirect) match(path, rawQuery string) (string, bool) {
+	var to string
+	switch {
+	case r.prefix && strings.HasPrefix(path, r.from):
+		to = r.to + path[len(r.from):]
+		if !strings.HasSuffix(r.to, "/") && len(path) > len(r.from) {
+			to = r.to + "/" + path[len(r.from):]
+		}
+	case !r.prefix && path == r.from:
+		to = r.to
+	default:
+		return "", false
+	}
+	if rawQuery != "" {
+		to += "?" + rawQuery
+	}
+	return to, true
+}
+
+func hstsValue(site *Site, mode string) string {
+	h := site.HSTS
+	if h == nil {
+		if mode != "acme" {
+			return ""
+		}
+		return "max-age=31536000"
+	}
+	if h.MaxAge.D() <= 0 {
+		return ""
+	}
+	v := "max-age=" + strconv.FormatInt(int64(h.MaxAge.D().Seconds()), 10)
+	if h.IncludeSubdomains {
+		v += "; includeSubDomains"
+	}
+	if h.Preload {
+		v += "; preload"
+	}
+	return v
+}
+
+// headerOps is HeaderOps with canonical names, applied remove, set, add.
+type headerOps struct {
+	remove []string
+	set    [][2]string
+	add    [][2]string
+}
+
+func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) == 0 }
+
+func compileOps(h HeaderOps) headerOps {
+	var o headerOps
+	for _, n := range h.Remove {
+		o.remove = append(o.remove, http.CanonicalHeaderKey(n))
+	}
+	for n, v := range h.Set {
+		o.set = append(o.set, [2]string{http.CanonicalHeaderKey(n), v})
+	}
+	for n, v := range h.Add {
+		o.add = append(o.add, [2]string{http.CanonicalHeaderKey(n), v})
+	}
+	return o
+}
+
+func (o *headerOps) apply(h http.Header) {
+	for _, n := range o.remove {
+		delete(h, n)
+	}
+	for _, kv := range o.set {
+		h[kv[0]] = []string{kv[1]}
+	}
+	for _, kv := range o.add {
+		h[kv[0]] = append(h[kv[0]], kv[1])
+	}
+}
+
+// basicAuth checks HTTP Basic credentials against bcrypt hashes. bcrypt is
+// slow on purpose (tens of milliseconds), so a verified pair is remembered
+// by its SHA-256 until the configuration changes; the cache is bounded.
+type basicAuth struct {
+	realm string
+	users map[string][]byte
+	dummy []byte // a hash of nothing anyone types, at the users' cost
+	mu    sync.Mutex
+	ok    map[[32]byte]bool
+}
+
+const maxAuthCache = 1024
+
+func newBasicAuth(a *BasicAuth) *basicAuth {
+	if a == nil {
+		return nil
+	}
+	b := &basicAuth{realm: a.Realm, users: map[string][]byte{}, ok: map[[32]byte]bool{}}
+	if b.realm == "" {
+		b.realm = "restricted"
+	}
+	cost := bcrypt.DefaultCost
+	for u, h := range a.Users {
+		b.users[u] = []byte(h)
+		if c, err := bcrypt.Cost([]byte(h)); err == nil {
+			cost = c
+		}
+	}
+	b.dummy, _ = bcrypt.GenerateFromPassword(randomBytes(16), cost)
+	return b
+}
+
+// check reports whether r carries a valid user and password.
+func (b *basicAuth) check(r *http.Request) bool {
+	user, pass, ok := r.BasicAuth()
+	if !ok {
+		return false
+	}
+	hash, known := b.users[user]
+	key := sha256.Sum256([]byte(user + "\x00" + pass))
+	b.mu.Lock()
+	cached := b.ok[key]
+	b.mu.Unlock()
+	if cached {
+		return true
+	}
+	if !known {
+		// Spend the same time as for a known user, so names cannot be probed.
+		_ = bcrypt.CompareHashAndPassword(b.dummy, []byte(pass))
+		return false
+	}
+	if bcrypt.CompareHashAndPassword(hash, []byte(pass)) != nil {
+		return false
+	}
+	b.mu.Lock()
+	if len(b.ok) >= maxAuthCache {
+		clear(b.ok)
+	}
+	b.ok[key] = true
+	b.mu.Unlock()
+	return true
+}
+
+func (b *basicAuth) challenge(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("WWW-Authenticate", `Basic realm="`+strings.ReplaceAll(b.realm, `"`, "'")+`", charset="UTF-8"`)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write([]byte("401 Unauthorized: this part of the site needs a user name and password.\n"))
+}
+
+// canonicalURL is the https URL of r on host, with the edge's port when it
+// is not 443.
+func (s *Server) canonicalURL(host string, r *http.Request) string {
+	if _, port, _ := net.SplitHostPort(s.addrs.HTTPS); port != "" && port != "443" {
+		host = net.JoinHostPort(host, port)
+	}
+	return "https://" + host + r.URL.RequestURI()
+}
+
