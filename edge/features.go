@@ -190,4 +190,3 @@ func (s *Server) canonicalURL(host string, r *http.Request) string {
 	}
 	return "https://" + host + r.URL.RequestURI()
 }
-
