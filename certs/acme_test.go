@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/acme/autocert"
 
 	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/internal/testacme"
 )
 
 // eventLog collects a Manager's events.
@@ -57,7 +58,7 @@ func TestACMEPebble(t *testing.T) {
 	edge, tcp, udp, plain := newTestEdge(t)
 	edge.refuseALPN[httpName] = true // so that this name needs http-01
 	edge.refuseALPN[badName], edge.refuseHTTP[badName] = true, true
-	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{})
+	pebble := testacme.Start(t, edge.httpPort, edge.tlsPort, testacme.Options{})
 	cacheDir := filepath.Join(t.TempDir(), "edge")
 	var events eventLog
 	cfg := certs.Config{
@@ -65,8 +66,8 @@ func TestACMEPebble(t *testing.T) {
 		CacheDir:     cacheDir,
 		Hosts:        []string{alpnName, httpName, badName},
 		Email:        "ops@maat.test",
-		DirectoryURL: pebble.dirURL,
-		CARootsFile:  pebble.rootsFile,
+		DirectoryURL: pebble.DirURL,
+		CARootsFile:  pebble.RootsFile,
 		RetryMin:     50 * time.Millisecond,
 		RetryMax:     time.Second,
 		OnEvent:      events.add,
@@ -119,7 +120,7 @@ func TestACMEPebble(t *testing.T) {
 	t.Run("protocols", func(t *testing.T) {
 		for _, name := range []string{alpnName, httpName} {
 			for _, tt := range []struct{ proto, want string }{{"1.1", "HTTP/1.1"}, {"2", "HTTP/2.0"}, {"3", "HTTP/3.0"}} {
-				body, leaf, err := edge.get(t, pebble.roots, name, tt.proto)
+				body, leaf, err := edge.get(t, pebble.Roots, name, tt.proto)
 				if err != nil {
 					t.Errorf("GET https://%s/ over HTTP/%s: %v", name, tt.proto, err)
 					continue
@@ -136,7 +137,7 @@ func TestACMEPebble(t *testing.T) {
 
 	t.Run("unconfigured name", func(t *testing.T) {
 		for _, proto := range []string{"1.1", "3"} {
-			if _, _, err := edge.get(t, pebble.roots, otherName, proto); err == nil {
+			if _, _, err := edge.get(t, pebble.Roots, otherName, proto); err == nil {
 				t.Errorf("GET https://%s/ over HTTP/%s succeeded", otherName, proto)
 			}
 		}
@@ -144,7 +145,7 @@ func TestACMEPebble(t *testing.T) {
 		if !errors.Is(err, certs.ErrUnknownHost) {
 			t.Errorf("GetCertificate(%s) = %v, want ErrUnknownHost", otherName, err)
 		}
-		if n := pebble.ordersFor(otherName); n != 0 {
+		if n := pebble.OrdersFor(otherName); n != 0 {
 			t.Errorf("%d orders for %s, want none", n, otherName)
 		}
 	})
@@ -158,7 +159,7 @@ func TestACMEPebble(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run() did not return within 30s of its context's end")
 	}
-	ordersBefore := pebble.ordersFor(alpnName) + pebble.ordersFor(httpName)
+	ordersBefore := pebble.OrdersFor(alpnName) + pebble.OrdersFor(httpName)
 
 	// A restart reads the cache and orders nothing.
 	m2, err := certs.New(cfg)
@@ -174,27 +175,27 @@ func TestACMEPebble(t *testing.T) {
 			if !ready(m2, name) {
 				t.Errorf("%s: not ready after restart", name)
 			}
-			if _, _, err := edge.get(t, pebble.roots, name, "2"); err != nil {
+			if _, _, err := edge.get(t, pebble.Roots, name, "2"); err != nil {
 				t.Errorf("GET https://%s/ after restart: %v", name, err)
 			}
 		}
-		if n := pebble.ordersFor(alpnName) + pebble.ordersFor(httpName); n != ordersBefore {
+		if n := pebble.OrdersFor(alpnName) + pebble.OrdersFor(httpName); n != ordersBefore {
 			t.Errorf("%d orders after restart, want %d", n, ordersBefore)
 		}
 	})
 
 	t.Run("forced renewal", func(t *testing.T) {
-		_, before, err := edge.get(t, pebble.roots, alpnName, "1.1")
+		_, before, err := edge.get(t, pebble.Roots, alpnName, "1.1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		served := edge.underLoad(t, pebble.roots, alpnName, func() {
+		served := edge.underLoad(t, pebble.Roots, alpnName, func() {
 			if err := m2.Renew(bounded(t), alpnName); err != nil {
 				t.Errorf("Renew() = %v", err)
 			}
 		})
 		t.Logf("%d requests served during the renewal", served)
-		_, after, err := edge.get(t, pebble.roots, alpnName, "1.1")
+		_, after, err := edge.get(t, pebble.Roots, alpnName, "1.1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,13 +221,13 @@ func TestACMECADown(t *testing.T) {
 	t.Parallel()
 	const cachedName, newName = "cached.maat.test", "new.maat.test"
 	edge, tcp, udp, plain := newTestEdge(t)
-	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{})
+	pebble := testacme.Start(t, edge.httpPort, edge.tlsPort, testacme.Options{})
 	cfg := certs.Config{
 		Mode:         certs.ModeACME,
 		CacheDir:     t.TempDir(),
 		Hosts:        []string{cachedName},
-		DirectoryURL: pebble.dirURL,
-		CARootsFile:  pebble.rootsFile,
+		DirectoryURL: pebble.DirURL,
+		CARootsFile:  pebble.RootsFile,
 		RetryMin:     100 * time.Millisecond,
 		RetryMax:     200 * time.Millisecond,
 	}
@@ -236,11 +237,11 @@ func TestACMECADown(t *testing.T) {
 		t.Fatal(err)
 	}
 	edge.serve(t, first, tcp, udp, plain)
-	if _, _, err := edge.get(t, pebble.roots, cachedName, "2"); err != nil {
+	if _, _, err := edge.get(t, pebble.Roots, cachedName, "2"); err != nil {
 		t.Fatalf("first certificate: %v", err)
 	}
 
-	pebble.down.Store(true)
+	pebble.Down.Store(true)
 	cfg.Hosts = []string{cachedName, newName}
 	m, err := certs.New(cfg)
 	if err != nil {
@@ -248,7 +249,7 @@ func TestACMECADown(t *testing.T) {
 	}
 	edge.use(m)
 	go m.Run(t.Context())
-	if _, _, err := edge.get(t, pebble.roots, cachedName, "2"); err != nil {
+	if _, _, err := edge.get(t, pebble.Roots, cachedName, "2"); err != nil {
 		t.Errorf("cached site with the CA down: %v", err)
 	}
 	waitFor(t, "the failed order in Status", func() bool {
@@ -264,7 +265,7 @@ func TestACMECADown(t *testing.T) {
 		t.Errorf("GetCertificate(%s) with the CA down = %v, want ErrNoCertificate", newName, err)
 	}
 	t.Logf("error shown: %v", err)
-	if _, _, err := edge.get(t, pebble.roots, newName, "2"); err == nil {
+	if _, _, err := edge.get(t, pebble.Roots, newName, "2"); err == nil {
 		t.Errorf("GET https://%s/ with the CA down succeeded", newName)
 	}
 	for _, s := range m.Status() {
@@ -277,13 +278,13 @@ func TestACMECADown(t *testing.T) {
 	if err := m.Renew(bounded(t), cachedName); err == nil {
 		t.Error("Renew() with the CA down succeeded")
 	}
-	if _, _, err := edge.get(t, pebble.roots, cachedName, "1.1"); err != nil {
+	if _, _, err := edge.get(t, pebble.Roots, cachedName, "1.1"); err != nil {
 		t.Errorf("cached site after a failed Renew: %v", err)
 	}
 
-	pebble.down.Store(false)
+	pebble.Down.Store(false)
 	waitFor(t, "the certificate once the CA is back", func() bool { return ready(m, newName) })
-	if _, _, err := edge.get(t, pebble.roots, newName, "3"); err != nil {
+	if _, _, err := edge.get(t, pebble.Roots, newName, "3"); err != nil {
 		t.Errorf("GET https://%s/ after the CA came back: %v", newName, err)
 	}
 	waitFor(t, "no error left in Status", func() bool {
@@ -303,7 +304,7 @@ func TestACMEOnDemand(t *testing.T) {
 	t.Parallel()
 	const name = "demand.maat.test"
 	edge, tcp, udp, plain := newTestEdge(t)
-	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{eabKeys: map[string]string{
+	pebble := testacme.Start(t, edge.httpPort, edge.tlsPort, testacme.Options{EABKeys: map[string]string{
 		"kid-1": "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W",
 	}})
 	hmac, err := base64.RawURLEncoding.DecodeString("zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W")
@@ -315,8 +316,8 @@ func TestACMEOnDemand(t *testing.T) {
 		Mode:         certs.ModeACME,
 		CacheDir:     cacheDir,
 		Hosts:        []string{name},
-		DirectoryURL: pebble.dirURL,
-		CARootsFile:  pebble.rootsFile,
+		DirectoryURL: pebble.DirURL,
+		CARootsFile:  pebble.RootsFile,
 		EAB:          &certs.EAB{KeyID: "kid-1", HMACKey: hmac},
 	})
 	if err != nil {
@@ -327,7 +328,7 @@ func TestACMEOnDemand(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, proto := range []string{"1.1", "2", "2", "3"} {
 		wg.Go(func() {
-			body, _, err := edge.get(t, pebble.roots, name, proto)
+			body, _, err := edge.get(t, pebble.Roots, name, proto)
 			if err != nil {
 				t.Errorf("first request over HTTP/%s: %v", proto, err)
 			} else if !strings.HasPrefix(body, name+" HTTP/") {
@@ -336,7 +337,7 @@ func TestACMEOnDemand(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := pebble.ordersFor(name); n != 1 {
+	if n := pebble.OrdersFor(name); n != 1 {
 		t.Errorf("%d orders, want 1", n)
 	}
 
@@ -361,8 +362,8 @@ func TestACMEOnDemand(t *testing.T) {
 		Mode:         certs.ModeACME,
 		CacheDir:     t.TempDir(),
 		Hosts:        []string{"no-eab.maat.test"},
-		DirectoryURL: pebble.dirURL,
-		CARootsFile:  pebble.rootsFile,
+		DirectoryURL: pebble.DirURL,
+		CARootsFile:  pebble.RootsFile,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -380,15 +381,15 @@ func TestACMERenewal(t *testing.T) {
 	t.Parallel()
 	const name = "renew.maat.test"
 	edge, tcp, udp, plain := newTestEdge(t)
-	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{validity: 12})
+	pebble := testacme.Start(t, edge.httpPort, edge.tlsPort, testacme.Options{Validity: 12})
 	var events eventLog
 	var m *certs.Manager
 	m, err := certs.New(certs.Config{
 		Mode:         certs.ModeACME,
 		CacheDir:     t.TempDir(),
 		Hosts:        []string{name},
-		DirectoryURL: pebble.dirURL,
-		CARootsFile:  pebble.rootsFile,
+		DirectoryURL: pebble.DirURL,
+		CARootsFile:  pebble.RootsFile,
 		RenewBefore:  6 * time.Second, // half the lifetime at most: renewal 5.5 s after issuance
 		RetryMin:     100 * time.Millisecond,
 		RetryMax:     200 * time.Millisecond,
@@ -403,8 +404,8 @@ func TestACMERenewal(t *testing.T) {
 	edge.serve(t, m, tcp, udp, plain)
 	go m.Run(t.Context())
 	waitFor(t, "the first certificate", func() bool { return ready(m, name) })
-	pebble.down.Store(true)
-	_, first, err := edge.get(t, pebble.roots, name, "2")
+	pebble.Down.Store(true)
+	_, first, err := edge.get(t, pebble.Roots, name, "2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,13 +415,13 @@ func TestACMERenewal(t *testing.T) {
 	if len(st) != 1 || !st[0].Ready(time.Now()) || st[0].LastError == "" || st[0].NextRetry.IsZero() || !st[0].NotAfter.Equal(first.NotAfter) {
 		t.Errorf("Status() after a failed renewal = %+v, want the current certificate, the error and a retry time", st)
 	}
-	if _, leaf, err := edge.get(t, pebble.roots, name, "2"); err != nil || !leaf.Equal(first) {
+	if _, leaf, err := edge.get(t, pebble.Roots, name, "2"); err != nil || !leaf.Equal(first) {
 		t.Errorf("GET after a failed renewal: %v; want the current certificate", err)
 	}
 
-	pebble.down.Store(false)
+	pebble.Down.Store(false)
 	waitFor(t, "the renewal", func() bool { return events.count(certs.EventRenewed, name) > 0 })
-	_, renewed, err := edge.get(t, pebble.roots, name, "3")
+	_, renewed, err := edge.get(t, pebble.Roots, name, "3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,15 +492,15 @@ func TestACMESharedCache(t *testing.T) {
 	t.Parallel()
 	const name = "shared.maat.test"
 	edge, tcp, udp, plain := newTestEdge(t)
-	pebble := startCA(t, edge.httpPort, edge.tlsPort, pebbleOptions{})
+	pebble := testacme.Start(t, edge.httpPort, edge.tlsPort, testacme.Options{})
 	cache := newSharedCache()
 	node := func() *certs.Manager {
 		m, err := certs.New(certs.Config{
 			Mode:         certs.ModeACME,
 			Cache:        cache,
 			Hosts:        []string{name},
-			DirectoryURL: pebble.dirURL,
-			CARootsFile:  pebble.rootsFile,
+			DirectoryURL: pebble.DirURL,
+			CARootsFile:  pebble.RootsFile,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -511,7 +512,7 @@ func TestACMESharedCache(t *testing.T) {
 	go a.Run(t.Context())
 	go b.Run(t.Context())
 	waitFor(t, "both nodes' certificates", func() bool { return ready(a, name) && ready(b, name) })
-	if n := pebble.ordersFor(name); n != 1 {
+	if n := pebble.OrdersFor(name); n != 1 {
 		t.Errorf("%d orders from two nodes, want 1", n)
 	}
 
@@ -524,7 +525,7 @@ func TestACMESharedCache(t *testing.T) {
 	if alpn, _ := edge.counts(name); alpn == alpnBefore {
 		t.Error("node b answered no tls-alpn-01 challenge for node a's order")
 	}
-	if n := pebble.ordersFor(name); n != 2 {
+	if n := pebble.OrdersFor(name); n != 2 {
 		t.Errorf("%d orders, want 2", n)
 	}
 }

@@ -6,154 +6,34 @@ package certs_test
 // certs.Manager. Everything listens on 127.0.0.1 with random ports.
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/letsencrypt/pebble/v2/ca"
-	"github.com/letsencrypt/pebble/v2/db"
-	"github.com/letsencrypt/pebble/v2/va"
-	"github.com/letsencrypt/pebble/v2/wfe"
-	"github.com/miekg/dns"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/internal/testacme"
 )
 
 func TestMain(m *testing.M) {
 	// Pebble reads these when it starts: no random validation delays, no
 	// rejected nonces, and every order validated afresh (no reuse of earlier
 	// authorizations), so that each order exercises a challenge.
-	os.Setenv("PEBBLE_VA_NOSLEEP", "1")
-	os.Setenv("PEBBLE_WFE_NONCEREJECT", "0")
-	os.Setenv("PEBBLE_AUTHZREUSE", "0")
+	testacme.SetEnv()
 	os.Exit(m.Run())
-}
-
-// testCA is an in-process Pebble.
-type testCA struct {
-	dirURL    string         // the ACME directory
-	rootsFile string         // PEM of the directory's TLS certificate (Config.CARootsFile)
-	roots     *x509.CertPool // Pebble's issuing root, the only root clients trust
-	down      atomic.Bool    // when set, every connection to the CA is closed unanswered
-
-	mu     sync.Mutex
-	orders map[string]int // new-order requests per identifier
-}
-
-type pebbleOptions struct {
-	validity uint64            // certificate lifetime in seconds; 0 = Pebble's default
-	eabKeys  map[string]string // key id → base64url HMAC key; non-nil requires EAB
-}
-
-// startCA starts Pebble validating http-01 on httpPort and tls-alpn-01 on
-// tlsPort of the address its DNS server gives (127.0.0.1).
-func startCA(t *testing.T, httpPort, tlsPort int, opt pebbleOptions) *testCA {
-	t.Helper()
-	logger := log.New(io.Discard, "", 0)
-	store := db.NewMemoryStore()
-	issuer := ca.New(logger, store, "", "ecdsa", 0, 1, map[string]ca.Profile{
-		"default": {Description: "test", ValidityPeriod: opt.validity},
-	})
-	validator := va.New(logger, httpPort, tlsPort, false, startDNS(t), store)
-	for id, key := range opt.eabKeys {
-		if err := store.AddExternalAccountKeyByID(id, key); err != nil {
-			t.Fatal(err)
-		}
-	}
-	front := wfe.New(logger, store, validator, issuer, []string{"pebble.letsencrypt.org"}, false, opt.eabKeys != nil, 0, 0)
-	c := &testCA{orders: map[string]int{}}
-	h := front.Handler()
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c.down.Load() {
-			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				conn.Close()
-			}
-			return
-		}
-		if r.Method == http.MethodPost && r.URL.Path == "/order-plz" {
-			c.countOrder(r)
-		}
-		h.ServeHTTP(w, r)
-	}))
-	srv.Config.ErrorLog = logger
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	c.dirURL = srv.URL + wfe.DirectoryPath
-	c.rootsFile = filepath.Join(t.TempDir(), "acme-server.pem")
-	if err := os.WriteFile(c.rootsFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.roots = x509.NewCertPool()
-	c.roots.AddCert(issuer.GetRootCert(0).Cert)
-	return c
-}
-
-// countOrder records the identifiers of a new-order request (a JWS whose
-// payload lists them, RFC 8555, section 7.4).
-func (c *testCA) countOrder(r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	var jws struct{ Payload string }
-	var order struct{ Identifiers []struct{ Value string } }
-	json.Unmarshal(body, &jws)
-	payload, _ := base64.RawURLEncoding.DecodeString(jws.Payload)
-	json.Unmarshal(payload, &order)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, id := range order.Identifiers {
-		c.orders[id.Value]++
-	}
-}
-
-func (c *testCA) ordersFor(name string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.orders[name]
-}
-
-// startDNS serves, over TCP as Pebble asks, 127.0.0.1 for every A query and
-// no AAAA records; it returns its address.
-func startDNS(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{Listener: ln, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r)
-		for _, q := range r.Question {
-			if q.Qtype == dns.TypeA {
-				m.Answer = append(m.Answer, &dns.A{
-					Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET},
-					A:   net.IPv4(127, 0, 0, 1),
-				})
-			}
-		}
-		w.WriteMsg(m)
-	})}
-	go srv.ActivateAndServe()
-	t.Cleanup(func() { srv.Shutdown() })
-	return ln.Addr().String()
 }
 
 // testEdge is a server like the edge's front: HTTPS (HTTP/1.1 and HTTP/2)
