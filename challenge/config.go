@@ -142,6 +142,11 @@ type Config struct {
 
 	// Now is the clock. If nil, time.Now.
 	Now func() time.Time
+
+	// OnPass, if set, is called each time a solved challenge earns a pass
+	// cookie, with what was asked and the time from the challenge's issue
+	// to its redemption (the solve time as the server measures it).
+	OnPass func(r *http.Request, s Spec, solve time.Duration)
 }
 
 // Validate reports every problem of the configuration at once.

@@ -126,6 +126,9 @@ func (c *Challenger) servePass(w http.ResponseWriter, r *http.Request, cl Client
 		return
 	}
 	http.SetCookie(w, ck)
+	if c.cfg.OnPass != nil {
+		c.cfg.OnPass(r, t.spec(), now.Sub(unixTime(t.issued)))
+	}
 	redirectTo(w, redirect)
 }
 

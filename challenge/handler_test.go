@@ -250,3 +250,22 @@ func TestPassRequestID(t *testing.T) {
 		t.Errorf("status %d body %s", w.Code, w.Body)
 	}
 }
+
+func TestOnPassReportsSolveTime(t *testing.T) {
+	t.Parallel()
+	var got []time.Duration
+	var spec Spec
+	c, clk := newTest(t, func(cfg *Config) {
+		cfg.OnPass = func(_ *http.Request, s Spec, solve time.Duration) { got = append(got, solve); spec = s }
+	})
+	tk, tok := c.issue(alice, Spec{Bits: 8}, c.now())
+	clk.Add(1500 * time.Millisecond)
+	if w := do(c, alice, passURL(tok, "/", formatNonces(solve(&tk)))); w.Code != 303 {
+		t.Fatalf("status %d", w.Code)
+	}
+	// A replay earns nothing and reports nothing.
+	do(c, alice, passURL(tok, "/", formatNonces(solve(&tk))))
+	if len(got) != 1 || got[0] < time.Second || got[0] > 2*time.Second || spec.Bits != 8 {
+		t.Errorf("OnPass calls %v, spec %+v; want one of about 1.5s at 8 bits", got, spec)
+	}
+}
