@@ -2,6 +2,8 @@ package edge
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -62,4 +64,23 @@ func TestBrowserPassesChallengeThroughEdge(t *testing.T) {
 	if l := waitLine(t, fpFile, "/second"); l.str("action") != "PASS" {
 		t.Errorf("second visit: action %s, want PASS", l.str("action"))
 	}
+	res, err := http.Get("http://" + e.Addrs().Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(m), "maat_challenge_solve_seconds_count 1") || !strings.Contains(string(m), `maat_challenges_total{reason="pow",result="passed"} 1`) {
+		t.Errorf("the pass is not in the metrics:\n%s", grepLines(string(m), "maat_challenge"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

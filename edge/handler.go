@@ -285,19 +285,16 @@ func protoLabel(major int) string {
 	return "h1"
 }
 
-// countPass counts an answer to a challenge by what /.maat/pass replied: a
-// redirect to the site is a pass, a new challenge page a retry (expired or
-// roamed), a 403 a failure (forged token or wrong solution).
+// countPass counts an answer to a challenge that earned nothing, by what
+// /.maat/pass replied: a 403 for a forged token or a wrong solution, a new
+// challenge page for a stale one (expired, roamed, replayed). Passes are
+// counted by the challenger's OnPass.
 func (s *Server) countPass(status int) {
-	switch {
-	case status == http.StatusSeeOther || status == http.StatusFound:
-		s.metrics.challenges.WithLabelValues("passed", "ok").Inc()
-	case status == http.StatusForbidden:
+	switch status {
+	case http.StatusForbidden:
 		s.metrics.challenges.WithLabelValues("failed", "bad_answer").Inc()
-	case status == http.StatusOK:
+	case http.StatusOK:
 		s.metrics.challenges.WithLabelValues("failed", "stale").Inc()
-	default:
-		s.metrics.challenges.WithLabelValues("failed", "other").Inc()
 	}
 }
 

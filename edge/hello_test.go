@@ -54,6 +54,9 @@ func TestMalformedAndSlowHellos(t *testing.T) {
 	if n := strings.Count(out, "bad_client_hello"); n < 3 {
 		t.Errorf("malformed hellos logged %d times, want one line each:\n%s", n, out)
 	}
+	if n := strings.Count(out, "tls_handshake_failed"); n > 1 {
+		t.Errorf("handshake failures logged %d times besides the bad hellos:\n%s", n, out)
+	}
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, "bad_client_hello") && !strings.Contains(line, "error=") {
 			t.Errorf("log line without a reason: %s", line)

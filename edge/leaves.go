@@ -109,6 +109,10 @@ func (s *Server) newChallenger(cfg *Config, version string) (*challenge.Challeng
 		Bind:          bind,
 		PolicyVersion: version,
 		Messages:      s.messages,
+		OnPass: func(_ *http.Request, sp challenge.Spec, solve time.Duration) {
+			s.metrics.challenges.WithLabelValues("passed", sp.Algorithm).Inc()
+			s.metrics.solve.Observe(solve.Seconds())
+		},
 		RequestID: func(r *http.Request) string {
 			if st := stateOf(r); st != nil {
 				return st.id

@@ -58,8 +58,16 @@ func (s *Server) handleTLS(c net.Conn) {
 			return
 		}
 		s.metrics.handshakes.WithLabelValues("failed", "tcp").Inc()
-		s.log.LogAttrs(context.Background(), slog.LevelDebug, "tls_handshake_failed",
-			slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error()))
+		if tlsfp.ConnOf(c).Err() != nil {
+			_ = c.Close()
+			return // helloError logged it already, once
+		}
+		// A hello that crypto/tls refused was still fingerprinted: say which.
+		attrs := []slog.Attr{slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error())}
+		if fp := tlsfp.ConnOf(c).Fingerprint(); fp != nil {
+			attrs = append(attrs, slog.String("ja4", fp.JA4), slog.String("sni", fp.SNI))
+		}
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "tls_handshake_failed", attrs...)
 		_ = c.Close()
 		return
 	}
@@ -87,6 +95,20 @@ func (s *Server) handleTLS(c net.Conn) {
 		hc := httpfp.NewConn(tc, httpfp.H1, hcfg)
 		if !s.h1ln.push(&infoConn{Conn: hc, info: info, fp: hc}) {
 			_ = tc.Close()
+		}
+	}
+}
+
+// connState logs, when an HTTP/1 connection ends, why its header capture
+// stopped, if it did.
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	if st != http.StateClosed && st != http.StateHijacked {
+		return
+	}
+	if ic, ok := c.(*infoConn); ok && ic.fp != nil {
+		if err := ic.fp.Err(); err != nil {
+			s.log.LogAttrs(context.Background(), slog.LevelInfo, "http1_fingerprint_failed",
+				slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error()))
 		}
 	}
 }

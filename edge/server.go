@@ -146,6 +146,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ConnContext:       connContext,
+		ConnState:         s.connState,
 	}
 	s.h2 = &http2.Server{IdleTimeout: t.Idle.D(), MaxConcurrentStreams: 250}
 	if err := http2.ConfigureServer(s.h1, s.h2); err != nil { // graceful GOAWAY on Shutdown
