@@ -1,0 +1,262 @@
+package static
+
+import (
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Handler serves the files under a root directory. It is safe for
+// concurrent use.
+type Handler struct {
+	root          string
+	index         []string
+	listing       bool
+	precompressed bool
+	page          *template.Template
+}
+
+// New returns a Handler for cfg, or the errors of cfg.Validate.
+func New(cfg Config) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Handler{
+		root:          cfg.Root,
+		index:         cfg.index(),
+		listing:       cfg.Listing,
+		precompressed: cfg.Precompressed,
+	}
+	if cfg.Listing {
+		h.page = template.Must(template.New("listing").Parse(listingHTML))
+	}
+	return h, nil
+}
+
+// ServeHTTP serves r.URL.Path, relative to the root; the caller has
+// stripped the route's prefix (see the package documentation).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		fail(w, http.StatusMethodNotAllowed)
+		return
+	}
+	name, dirURL, status := cleanPath(r.URL.Path)
+	if status != 0 {
+		fail(w, status)
+		return
+	}
+	root, err := os.OpenRoot(h.root)
+	if err != nil {
+		fail(w, statusOf(err)) // the root went away since New
+		return
+	}
+	defer root.Close()
+
+	fi, err := root.Stat(name)
+	if err != nil {
+		fail(w, statusOf(err))
+		return
+	}
+	switch {
+	case fi.IsDir():
+		if !dirURL {
+			redirectToDir(w, r)
+			return
+		}
+		h.serveDir(w, r, root, name)
+	case !fi.Mode().IsRegular():
+		fail(w, http.StatusNotFound) // devices, FIFOs, sockets
+	case dirURL:
+		fail(w, http.StatusNotFound) // "file.html/"
+	default:
+		h.serveFile(w, r, root, name)
+	}
+}
+
+// serveDir serves a directory's first index file, its listing, or 404.
+func (h *Handler) serveDir(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
+	for _, idx := range h.index {
+		p := path.Join(name, idx)
+		if fi, err := root.Stat(p); err == nil && fi.Mode().IsRegular() {
+			h.serveFile(w, r, root, p)
+			return
+		}
+	}
+	if !h.listing {
+		fail(w, http.StatusNotFound)
+		return
+	}
+	h.serveListing(w, r, root, name)
+}
+
+// serveFile serves the regular file name, or a precompressed sibling of it.
+func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
+	if h.precompressed {
+		w.Header().Add("Vary", "Accept-Encoding")
+		if h.serveSibling(w, r, root, name) {
+			return
+		}
+	}
+	f, fi, err := openRegular(root, name)
+	if err != nil {
+		fail(w, statusOf(err))
+		return
+	}
+	defer f.Close()
+	hdr := w.Header()
+	if t := typeByName(name); t != "" {
+		hdr["Content-Type"] = []string{t}
+	} // otherwise ServeContent sniffs the content
+	hdr["Etag"] = []string{etag(fi, "")}
+	http.ServeContent(w, r, name, fi.ModTime(), f)
+}
+
+// serveSibling serves the best precompressed sibling of name that the
+// request accepts, and reports whether it did.
+func (h *Handler) serveSibling(w http.ResponseWriter, r *http.Request, root *os.Root, name string) bool {
+	order, n := acceptedEncodings(r.Header)
+	for _, i := range order[:n] {
+		e := encodings[i]
+		f, fi, err := openRegular(root, name+e.ext)
+		if err != nil {
+			continue
+		}
+		defer f.Close()
+		ctype := typeByName(name)
+		if ctype == "" {
+			ctype = sniff(root, name)
+		}
+		hdr := w.Header()
+		hdr["Content-Type"] = []string{ctype}
+		hdr["Content-Encoding"] = []string{e.token}
+		hdr["Etag"] = []string{etag(fi, e.token)}
+		http.ServeContent(&lengthWriter{ResponseWriter: w, n: fi.Size()}, r, name, fi.ModTime(), f)
+		return true
+	}
+	return false
+}
+
+// openRegular opens name if it is a regular file. It checks before opening,
+// so that a FIFO in the root cannot block the request.
+func openRegular(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
+	fi, err := root.Stat(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, fs.ErrNotExist
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fs.ErrNotExist
+	}
+	return f, fi, nil
+}
+
+// sniff returns the detected type of the file name's first 512 bytes, or
+// application/octet-stream when it cannot be read.
+func sniff(root *os.Root, name string) string {
+	f, _, err := openRegular(root, name)
+	if err != nil {
+		return "application/octet-stream"
+	}
+	defer f.Close()
+	var buf [512]byte
+	n, _ := io.ReadFull(f, buf[:])
+	return http.DetectContentType(buf[:n])
+}
+
+// etag returns a strong entity tag from the file's size and modification
+// time, and the content coding of the representation if any.
+func etag(fi fs.FileInfo, coding string) string {
+	b := make([]byte, 0, 48)
+	b = append(b, '"')
+	b = strconv.AppendInt(b, fi.ModTime().UnixNano(), 36)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, fi.Size(), 36)
+	if coding != "" {
+		b = append(b, '-')
+		b = append(b, coding...)
+	}
+	b = append(b, '"')
+	return string(b)
+}
+
+// redirectToDir answers a directory URL without its trailing slash with a
+// redirect to the same URL with one. The Location is relative to the last
+// segment, so it is right whatever prefix the caller stripped.
+func redirectToDir(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.EscapedPath()
+	loc := "./" + p[strings.LastIndexByte(p, '/')+1:] + "/"
+	if r.URL.RawQuery != "" {
+		loc += "?" + r.URL.RawQuery
+	}
+	w.Header().Set("Location", loc)
+	w.WriteHeader(http.StatusMovedPermanently)
+}
+
+// statusOf maps a file system error to a status. Anything that is not a
+// plain "no such file" is refused rather than explained; os.Root's refusal
+// of a path that escapes the root is not an errno and lands on 403.
+func statusOf(err error) int {
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, fs.ErrNotExist),
+		errors.Is(err, syscall.ENOTDIR),
+		errors.Is(err, syscall.ENAMETOOLONG):
+		return http.StatusNotFound
+	case errors.Is(err, fs.ErrPermission), !errors.As(err, &errno):
+		return http.StatusForbidden
+	case errors.Is(err, syscall.ELOOP):
+		return http.StatusForbidden
+	}
+	return http.StatusInternalServerError
+}
+
+// fail writes an error response that carries the status text only.
+func fail(w http.ResponseWriter, status int) {
+	h := w.Header()
+	h.Del("Etag")
+	h.Del("Last-Modified")
+	h.Del("Content-Encoding")
+	http.Error(w, fmt.Sprintf("%d %s", status, http.StatusText(status)), status)
+}
+
+// lengthWriter sets Content-Length on a full (200) response: ServeContent
+// leaves it out when Content-Encoding is set, which would make a
+// precompressed file go out chunked.
+type lengthWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (lw *lengthWriter) WriteHeader(code int) {
+	if code == http.StatusOK {
+		lw.Header().Set("Content-Length", strconv.FormatInt(lw.n, 10))
+	}
+	lw.ResponseWriter.WriteHeader(code)
+}
+
+// ReadFrom keeps the underlying writer's sendfile path.
+func (lw *lengthWriter) ReadFrom(src io.Reader) (int64, error) {
+	if rf, ok := lw.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(lw.ResponseWriter, src)
+}
+
+// Unwrap returns the underlying writer, for http.ResponseController.
+func (lw *lengthWriter) Unwrap() http.ResponseWriter { return lw.ResponseWriter }
