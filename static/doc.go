@@ -32,5 +32,7 @@
 // The handler serves r.URL.Path relative to Config.Root: the caller strips
 // the route's prefix first (http.StripPrefix does, as does edge), so that a
 // route "/docs/" with root "/srv/docs" serves "/docs/a.html" from
-// "/srv/docs/a.html". A leading slash is optional.
+// "/srv/docs/a.html". A leading slash is optional. A request for the bare
+// prefix ("/docs", stripped to "") is redirected to "docs/", using the
+// request's RequestURI, so that relative links in the index resolve.
 package static

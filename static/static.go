@@ -68,7 +68,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case fi.IsDir():
-		if !dirURL {
+		if !dirURL || r.URL.Path == "" && bareRoute(r) {
 			redirectToDir(w, r)
 			return
 		}
@@ -106,7 +106,7 @@ func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 			return
 		}
 	}
-	f, fi, err := openRegular(root, name)
+	f, fi, err := open(root, name) // the caller saw a regular file
 	if err != nil {
 		fail(w, statusOf(err))
 		return
@@ -155,11 +155,18 @@ func openRegular(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, nil, fs.ErrNotExist
 	}
+	return open(root, name)
+}
+
+// open opens name, which a Stat showed to be a regular file, and returns
+// its information as of the open (the name may have been replaced since).
+func open(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		return nil, nil, err
 	}
-	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, nil, fs.ErrNotExist
 	}
@@ -200,12 +207,23 @@ func etag(fi fs.FileInfo, coding string) string {
 // segment, so it is right whatever prefix the caller stripped.
 func redirectToDir(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.EscapedPath()
+	if p == "" { // the route itself, "/docs" for "/docs/"
+		p, _, _ = strings.Cut(r.RequestURI, "?")
+	}
 	loc := "./" + p[strings.LastIndexByte(p, '/')+1:] + "/"
 	if r.URL.RawQuery != "" {
 		loc += "?" + r.URL.RawQuery
 	}
 	w.Header().Set("Location", loc)
 	w.WriteHeader(http.StatusMovedPermanently)
+}
+
+// bareRoute reports whether an empty path came from a request for the
+// route's prefix without its slash ("/docs" when "/docs" was stripped), which
+// must be redirected like any directory for relative links to work.
+func bareRoute(r *http.Request) bool {
+	p, _, _ := strings.Cut(r.RequestURI, "?")
+	return p != "" && p != "*" && !strings.HasSuffix(p, "/") && !strings.Contains(p, "://")
 }
 
 // statusOf maps a file system error to a status. Anything that is not a

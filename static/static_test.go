@@ -196,6 +196,8 @@ func TestServe(t *testing.T) {
 		{name: "head", method: "HEAD", path: "/hello.txt", want: want{status: 200, header: map[string]string{
 			"Content-Length": "13"}}},
 		{name: "root index", path: "/", want: want{status: 200, body: helloHTML}},
+		{name: "route without slash", path: "", want: want{status: 301, header: map[string]string{"Location": "./site/"}}},
+		{name: "route without slash query", path: "?x=1", want: want{status: 301, header: map[string]string{"Location": "./site/?x=1"}}},
 		{name: "dir index", path: "/sub/", want: want{status: 200, body: "<p>sub index</p>", header: map[string]string{
 			"Content-Type": "text/html; charset=utf-8"}}},
 		{name: "dir redirect", path: "/sub", want: want{status: 301, header: map[string]string{"Location": "./sub/"}}},
