@@ -19,9 +19,9 @@ import (
 const rotatedLayout = "2006-01-02T15-04-05.000"
 
 // open opens the log file for appending. It runs in the writing goroutine,
-// or in NewWriter before that starts.
-func (w *Writer) open() error {
-	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+// or in start before that goroutine runs.
+func (s *sink[E]) open() error {
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
 		return fmt.Errorf("fplog: %w", err)
 	}
@@ -30,25 +30,25 @@ func (w *Writer) open() error {
 		f.Close()
 		return fmt.Errorf("fplog: %w", err)
 	}
-	w.file, w.out, w.size = f, f, info.Size()
+	s.file, s.out, s.size = f, f, info.Size()
 	return nil
 }
 
 // rotate renames the full log file aside, opens a new one and hands the old
 // one to the compressor.
-func (w *Writer) rotate() error {
-	err := w.flush()
-	err = errors.Join(err, w.file.Close())
-	name := w.rotatedName(time.Now())
-	if rerr := os.Rename(w.path, name); rerr != nil {
+func (s *sink[E]) rotate() error {
+	err := s.flush()
+	err = errors.Join(err, s.file.Close())
+	name := s.rotatedName(time.Now())
+	if rerr := os.Rename(s.path, name); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("fplog: rotate: %w", rerr))
 		name = ""
 	}
-	if oerr := w.open(); oerr != nil {
+	if oerr := s.open(); oerr != nil {
 		return errors.Join(err, oerr)
 	}
 	if name != "" {
-		w.rotated <- name
+		s.rotated <- name
 	}
 	return err
 }
@@ -62,8 +62,8 @@ func splitPath(path string) (stem, ext string) {
 
 // rotatedName returns a name for the file rotated at t that no file, plain
 // or compressed, has yet.
-func (w *Writer) rotatedName(t time.Time) string {
-	stem, ext := splitPath(w.path)
+func (s *sink[E]) rotatedName(t time.Time) string {
+	stem, ext := splitPath(s.path)
 	t = t.UTC()
 	for {
 		name := stem + t.Format(rotatedLayout) + ext
@@ -81,17 +81,17 @@ func exists(name string) bool {
 
 // compressor gzips the rotated files, one after another, and removes the
 // oldest beyond the number kept.
-func (w *Writer) compressor() {
-	defer close(w.compDone)
-	if err := errors.Join(w.compressLeftovers(), w.prune()); err != nil {
-		w.setErr(err)
+func (s *sink[E]) compressor() {
+	defer close(s.compDone)
+	if err := errors.Join(s.compressLeftovers(), s.prune()); err != nil {
+		s.setErr(err)
 	}
-	for name := range w.rotated {
+	for name := range s.rotated {
 		if err := compress(name); err != nil {
-			w.setErr(err)
+			s.setErr(err)
 		}
-		if err := w.prune(); err != nil {
-			w.setErr(err)
+		if err := s.prune(); err != nil {
+			s.setErr(err)
 		}
 	}
 }
@@ -137,8 +137,8 @@ func compress(name string) (err error) {
 
 // rotatedFiles lists the rotated files of the log, plain and gzipped,
 // grouped by rotation time, and the times from the oldest.
-func (w *Writer) rotatedFiles() (map[string][]string, []string, error) {
-	stem, ext := splitPath(w.path)
+func (s *sink[E]) rotatedFiles() (map[string][]string, []string, error) {
+	stem, ext := splitPath(s.path)
 	dir, prefix := filepath.Split(stem)
 	if dir == "" {
 		dir = "."
@@ -176,8 +176,8 @@ func (w *Writer) rotatedFiles() (map[string][]string, []string, error) {
 
 // compressLeftovers compresses the rotated files that a previous process
 // left plain (it stopped while compressing).
-func (w *Writer) compressLeftovers() error {
-	byTime, times, err := w.rotatedFiles()
+func (s *sink[E]) compressLeftovers() error {
+	byTime, times, err := s.rotatedFiles()
 	if err != nil {
 		return fmt.Errorf("fplog: %w", err)
 	}
@@ -191,13 +191,13 @@ func (w *Writer) compressLeftovers() error {
 }
 
 // prune removes the oldest rotated files beyond the number kept.
-func (w *Writer) prune() error {
-	byTime, times, err := w.rotatedFiles()
+func (s *sink[E]) prune() error {
+	byTime, times, err := s.rotatedFiles()
 	if err != nil {
 		return fmt.Errorf("fplog: prune: %w", err)
 	}
 	var errs []error
-	for _, ts := range times[:max(0, len(times)-w.keep)] {
+	for _, ts := range times[:max(0, len(times)-s.keep)] {
 		for _, name := range byTime[ts] {
 			if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("fplog: prune: %w", err))

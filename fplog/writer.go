@@ -7,9 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -68,69 +66,30 @@ var ErrClosed = errors.New("fplog: writer closed")
 
 // Validate reports every problem of the configuration at once.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...))
-	}
-	if c.Path == "" && c.Output == nil {
-		bad("no path")
-	}
-	if c.MaxSizeMB < 0 {
-		bad("max_size_mb %d is negative", c.MaxSizeMB)
-	}
-	if c.MaxFiles < 0 {
-		bad("max_files %d is negative", c.MaxFiles)
-	}
-	if c.QueueSize < 0 {
-		bad("queue size %d is negative", c.QueueSize)
-	}
-	switch c.ClientIP {
-	case "", ClientIPFull, ClientIPPrefix, ClientIPNone:
-	case ClientIPHash:
-		if len(c.HashKey) < MinHashKeyBytes {
-			bad("client_ip hash needs a key of at least %d bytes, not %d", MinHashKeyBytes, len(c.HashKey))
-		}
-	default:
-		bad("client_ip %q is not full, prefix, hash or none", c.ClientIP)
-	}
+	errs := c.settings().problems()
 	if math.IsNaN(c.SampleAllow) || c.SampleAllow < 0 || c.SampleAllow > 1 {
-		bad("sample_allow %v is not between 0 and 1", c.SampleAllow)
+		errs = append(errs, fmt.Errorf("%w: sample_allow %v is not between 0 and 1", ErrConfig, c.SampleAllow))
 	}
 	return errors.Join(errs...)
+}
+
+func (c *Config) settings() settings {
+	return settings{
+		path: c.Path, output: c.Output, maxSizeMB: c.MaxSizeMB, maxFiles: c.MaxFiles,
+		queueSize: c.QueueSize, clientIP: c.ClientIP, hashKey: c.HashKey,
+	}
 }
 
 // Writer writes records to the log from a goroutine of its own, so that the
 // request that calls Write never waits for the disk. Its methods are safe for
 // concurrent use.
 type Writer struct {
+	sink[entry]
+
 	mode    string
 	key     []byte
 	sample  float64 // fraction of ALLOW kept; 1 = all
-	path    string  // "" when writing to an io.Writer
-	maxSize int64
-	keep    int
-
-	queue   chan entry
-	control chan control
-	done    chan struct{}
-	closed  atomic.Bool
-
-	written atomic.Uint64
-	dropped atomic.Uint64
 	skipped atomic.Uint64
-
-	errMu sync.Mutex
-	err   error
-
-	// Owned by the writing goroutine.
-	out      io.Writer
-	file     *os.File
-	batch    []byte // lines not yet written to out
-	pending  uint64 // lines in batch
-	size     int64  // of the file, batch included
-	line     []byte
-	rotated  chan string // to the compressor
-	compDone chan struct{}
 }
 
 // entry is a queued copy of a record: the caller may reuse its Record, its
@@ -143,55 +102,23 @@ type entry struct {
 	rules        [inlineRules]string
 }
 
-type control struct {
-	close bool // else reopen
-	reply chan error
-}
-
 // NewWriter opens the log and starts its writing goroutine. Close stops it.
 func NewWriter(cfg Config) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	w := &Writer{
-		mode:    orDefault(cfg.ClientIP, ClientIPFull),
-		key:     slices.Clone(cfg.HashKey),
-		sample:  cfg.SampleAllow,
-		maxSize: int64(orDefault(cfg.MaxSizeMB, DefaultMaxSizeMB)) << 20,
-		keep:    orDefault(cfg.MaxFiles, DefaultMaxFiles),
-		queue:   make(chan entry, orDefault(cfg.QueueSize, DefaultQueueSize)),
-		control: make(chan control),
-		done:    make(chan struct{}),
+		mode:   orDefault(cfg.ClientIP, ClientIPFull),
+		key:    slices.Clone(cfg.HashKey),
+		sample: cfg.SampleAllow,
 	}
 	if w.sample == 0 {
 		w.sample = 1
 	}
-	switch {
-	case cfg.Output != nil:
-		w.out = cfg.Output
-	case cfg.Path == "-":
-		w.out = os.Stdout
-	default:
-		w.path = cfg.Path
-		if err := w.open(); err != nil {
-			return nil, err
-		}
-		w.rotated = make(chan string, 64)
-		w.compDone = make(chan struct{})
-		go w.compressor()
+	if err := w.start(cfg.settings(), w.encode); err != nil {
+		return nil, err
 	}
-	w.batch = make([]byte, 0, bufferBytes)
-	go w.run()
 	return w, nil
-}
-
-// orDefault returns v, or def if v is the zero value.
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Write queues a copy of r, or drops it (and counts it) if the queue is full
@@ -221,132 +148,15 @@ func (w *Writer) Write(r *Record) {
 	if e.rec.Time.IsZero() {
 		e.rec.Time = time.Now()
 	}
-	select {
-	case w.queue <- e:
-	default:
-		w.dropped.Add(1)
-	}
+	w.put(&e)
 }
-
-// Written returns the number of lines the file or output has taken.
-func (w *Writer) Written() uint64 { return w.written.Load() }
-
-// Dropped returns the number of records lost: the queue was full, the
-// Writer closed, or the output failed.
-func (w *Writer) Dropped() uint64 { return w.dropped.Load() }
 
 // Skipped returns the number of ALLOW records left out by sampling.
 func (w *Writer) Skipped() uint64 { return w.skipped.Load() }
 
-// Err returns the most recent error of writing, rotating or compressing, or
-// nil. Such errors drop lines; they do not stop the Writer.
-func (w *Writer) Err() error {
-	w.errMu.Lock()
-	defer w.errMu.Unlock()
-	return w.err
-}
-
-func (w *Writer) setErr(err error) {
-	w.errMu.Lock()
-	w.err = err
-	w.errMu.Unlock()
-}
-
-// Reopen closes and reopens the log file, after an external tool (logrotate)
-// has moved it away; queued records go to the old file first. It does
-// nothing for the standard output or an io.Writer.
-func (w *Writer) Reopen() error {
-	if w.path == "" {
-		return nil
-	}
-	return w.send(control{})
-}
-
-// Close writes the queued records, flushes them, closes the file and waits
-// for the compression of rotated files. Records written after Close are
-// dropped.
-func (w *Writer) Close() error {
-	if w.closed.Swap(true) {
-		return ErrClosed
-	}
-	return w.send(control{close: true})
-}
-
-func (w *Writer) send(c control) error {
-	c.reply = make(chan error, 1)
-	select {
-	case w.control <- c:
-		return <-c.reply
-	case <-w.done:
-		return ErrClosed
-	}
-}
-
-// run is the writing goroutine.
-func (w *Writer) run() {
-	defer close(w.done)
-	for {
-		select {
-		case e := <-w.queue:
-			w.write(&e)
-			w.drain(len(w.queue))
-			if len(w.queue) == 0 {
-				w.flush()
-			}
-		case c := <-w.control:
-			w.drain(len(w.queue))
-			err := w.flush()
-			if !c.close {
-				if w.file != nil {
-					err = errors.Join(err, w.file.Close())
-				}
-				c.reply <- errors.Join(err, w.open())
-				continue
-			}
-			if w.file != nil {
-				err = errors.Join(err, w.file.Close())
-				close(w.rotated)
-				<-w.compDone
-			}
-			c.reply <- err
-			return
-		}
-	}
-}
-
-// drain writes up to n queued records.
-func (w *Writer) drain(n int) {
-	for range n {
-		select {
-		case e := <-w.queue:
-			w.write(&e)
-		default:
-			return
-		}
-	}
-}
-
-// flush writes the batch to the output. Lines count as written once the
-// output took them, and as dropped if it failed.
-func (w *Writer) flush() error {
-	if len(w.batch) == 0 {
-		return nil
-	}
-	_, err := w.out.Write(w.batch)
-	if err != nil {
-		err = fmt.Errorf("fplog: write: %w", err)
-		w.setErr(err)
-		w.dropped.Add(w.pending)
-	} else {
-		w.written.Add(w.pending)
-	}
-	w.batch, w.pending = w.batch[:0], 0
-	return err
-}
-
-// write encodes one record and writes it, rotating the file first if the
-// line would make it larger than the limit.
-func (w *Writer) write(e *entry) {
+// encode appends the JSON line of a queued record, with its client address
+// as the configuration says.
+func (w *Writer) encode(b []byte, e *entry) []byte {
 	r := &e.rec
 	if r.Rules == nil && e.nRules > 0 {
 		r.Rules = e.rules[:e.nRules]
@@ -356,16 +166,5 @@ func (w *Writer) write(e *entry) {
 	}
 	r.ClientIP = clientIP(w.mode, w.key, r.RemoteIP)
 	r.RemoteIP = netip.Addr{}
-	w.line = append(r.AppendJSON(w.line[:0]), '\n')
-	if w.file != nil && w.size > 0 && w.size+int64(len(w.line)) > w.maxSize {
-		if err := w.rotate(); err != nil {
-			w.setErr(err)
-		}
-	}
-	w.batch = append(w.batch, w.line...)
-	w.pending++
-	w.size += int64(len(w.line))
-	if len(w.batch) >= bufferBytes {
-		w.flush()
-	}
+	return r.AppendJSON(b)
 }
