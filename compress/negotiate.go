@@ -1,0 +1,123 @@
+package compress
+
+import "strings"
+
+// Negotiate returns the content coding to use for a request whose
+// Accept-Encoding field values are accept, from offered (in the server's
+// order of preference), or "" for none (identity). It follows RFC 9110,
+// section 12.5.3: the coding with the highest q-value wins, ties go to the
+// earlier offered coding, q=0 refuses, "*" gives its q-value to every coding
+// not named, "x-gzip" is gzip, and an explicit "identity" with a higher
+// q-value than every acceptable coding wins over them. No field at all, or
+// an empty one, means identity. An element with a malformed q-value is
+// ignored. Negotiate does not allocate.
+func Negotiate(accept []string, offered []string) string {
+	star, identity := -1, -1
+	for s := (acceptScanner{vals: accept}); ; {
+		coding, q, ok := s.next()
+		if !ok {
+			break
+		}
+		switch {
+		case coding == "*" && star < 0:
+			star = q
+		case strings.EqualFold(coding, "identity") && identity < 0:
+			identity = q
+		}
+	}
+	best, bestQ := -1, 0
+	for i, o := range offered {
+		q := star
+		for s := (acceptScanner{vals: accept}); ; {
+			coding, cq, ok := s.next()
+			if !ok {
+				break
+			}
+			if sameCoding(coding, o) {
+				q = cq
+				break
+			}
+		}
+		if q > bestQ {
+			best, bestQ = i, q
+		}
+	}
+	if best < 0 || identity > bestQ {
+		return ""
+	}
+	return offered[best]
+}
+
+// sameCoding reports whether the coding named in Accept-Encoding is the
+// offered one.
+func sameCoding(coding, offered string) bool {
+	return strings.EqualFold(coding, offered) ||
+		strings.EqualFold(offered, Gzip) && strings.EqualFold(coding, "x-gzip")
+}
+
+// acceptScanner walks the elements of Accept-Encoding field values:
+// coding *( OWS ";" OWS parameter ), separated by commas.
+type acceptScanner struct {
+	vals []string
+	rest string
+}
+
+// next returns the next well-formed element's coding and its q-value in
+// thousandths (1000 if absent).
+func (s *acceptScanner) next() (coding string, q int, ok bool) {
+	for {
+		for s.rest == "" {
+			if len(s.vals) == 0 {
+				return "", 0, false
+			}
+			s.rest, s.vals = s.vals[0], s.vals[1:]
+		}
+		var elem string
+		elem, s.rest, _ = strings.Cut(s.rest, ",")
+		coding, params, _ := strings.Cut(elem, ";")
+		coding = strings.TrimSpace(coding)
+		if coding == "" {
+			continue // empty list elements are allowed (RFC 9110, section 5.6.1)
+		}
+		q := 1000
+		for params != "" {
+			var p string
+			p, params, _ = strings.Cut(params, ";")
+			name, value, _ := strings.Cut(p, "=")
+			if strings.EqualFold(strings.TrimSpace(name), "q") {
+				q = parseQ(strings.TrimSpace(value))
+			}
+		}
+		if q >= 0 {
+			return coding, q, true
+		}
+	}
+}
+
+// parseQ parses a qvalue (RFC 9110, section 12.4.2) into thousandths, or
+// returns -1: "0" [ "." 0*3DIGIT ] / "1" [ "." 0*3("0") ].
+func parseQ(v string) int {
+	if v == "" || (v[0] != '0' && v[0] != '1') {
+		return -1
+	}
+	q := int(v[0]-'0') * 1000
+	if len(v) == 1 {
+		return q
+	}
+	frac := v[1:]
+	if frac[0] != '.' || len(frac) > 4 {
+		return -1
+	}
+	scale := 100
+	for _, c := range []byte(frac[1:]) {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		q += int(c-'0') * scale
+		scale /= 10
+	}
+	if q > 1000 {
+		return -1
+	}
+	return q
+}
