@@ -3,6 +3,7 @@ package static
 import (
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // wellKnown is the one dot-directory served (RFC 8615), at the top only.
@@ -13,15 +14,15 @@ const wellKnown = ".well-known"
 // a trailing slash, "." for the root itself. dir reports whether the path
 // named a directory (empty, or ending in a slash).
 //
-// It rejects rather than repairs: a NUL byte is 400; a backslash, an empty,
-// "." or ".." segment, or a segment starting with a dot (other than a
-// leading .well-known) is 404. Double-encoded sequences such as %252e%252e
+// It rejects rather than repairs: a NUL byte is 400; invalid UTF-8, a
+// backslash, an empty, "." or ".." segment, or a segment starting with a dot
+// (other than a leading .well-known) is 404. Double-encoded sequences such as %252e%252e
 // arrive here as the literal name "%2e%2e", which is not decoded again.
 func cleanPath(p string) (name string, dir bool, status int) {
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", false, http.StatusBadRequest
 	}
-	if strings.IndexByte(p, '\\') >= 0 {
+	if strings.IndexByte(p, '\\') >= 0 || !utf8.ValidString(p) {
 		return "", false, http.StatusNotFound
 	}
 	p = strings.TrimPrefix(p, "/")

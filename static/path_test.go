@@ -32,6 +32,8 @@ func TestCleanPath(t *testing.T) {
 		{name: "dot dir", in: "/.git/config", status: http.StatusNotFound},
 		{name: "nested dotfile", in: "/a/.htpasswd", status: http.StatusNotFound},
 		{name: "nested well-known", in: "/a/.well-known/x", status: http.StatusNotFound},
+		{name: "invalid utf-8", in: "/caf\xe9.html", status: http.StatusNotFound},
+		{name: "utf-8", in: "/café.html", want: "café.html"},
 		{name: "nul", in: "/a\x00.html", status: http.StatusBadRequest},
 	}
 	for _, tt := range tests {
