@@ -36,8 +36,8 @@ type Config struct {
 
 	// Precompressed enables serving name.zst, name.br or name.gz in place of
 	// name when the client accepts that encoding and the sibling exists. If
-	// false, only the file itself is served. Operators expect it on; edge's
-	// configuration turns it on unless told otherwise.
+	// false, only the file itself is served. Operators expect it on: a
+	// caller that reads it from a configuration file defaults it to true.
 	Precompressed bool
 }
 

@@ -20,9 +20,9 @@
 //     sent with Content-Encoding, Vary: Accept-Encoding and the Content-Type of
 //     the original. Ranges then apply to the encoded bytes, as in nginx's
 //     gzip_static.
-//   - No way out of the root: "..", "." and empty segments, backslashes and
-//     dotfiles (except a top-level .well-known, RFC 8615) are 404, a NUL byte
-//     is 400, and every file is opened through an os.Root, which refuses
+//   - No way out of the root: "..", "." and empty segments, backslashes,
+//     paths that are not UTF-8 and dotfiles (except a top-level .well-known,
+//     RFC 8615) are 404, a NUL byte is 400, and every file is opened through an os.Root, which refuses
 //     symbolic links that lead outside the root (403).
 //   - An HTML directory listing, only when Config.Listing is set.
 //

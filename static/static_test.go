@@ -195,6 +195,8 @@ func TestServe(t *testing.T) {
 			"Content-Type": "application/octet-stream"}}},
 		{name: "head", method: "HEAD", path: "/hello.txt", want: want{status: 200, header: map[string]string{
 			"Content-Length": "13"}}},
+		{name: "head precompressed", method: "HEAD", path: "/app.js", header: []string{"Accept-Encoding: zstd"}, want: want{status: 200, header: map[string]string{
+			"Content-Length": "10", "Content-Encoding": "zstd", "Content-Type": "text/javascript; charset=utf-8"}}},
 		{name: "root index", path: "/", want: want{status: 200, body: helloHTML}},
 		{name: "route without slash", path: "", want: want{status: 301, header: map[string]string{"Location": "./site/"}}},
 		{name: "route without slash query", path: "?x=1", want: want{status: 301, header: map[string]string{"Location": "./site/?x=1"}}},
