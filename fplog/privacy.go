@@ -47,3 +47,21 @@ func clientIP(mode string, key []byte, addr netip.Addr) string {
 		return addr.String()
 	}
 }
+
+// combinedHost returns the client address of a Combined Log Format line in
+// the given mode; "" is written "-". The prefix mode writes the network's
+// first address without its length ("203.0.113.0"), as anonip and Apache's
+// mod_log_ipmask do, so that the readers that want an address (GoAccess)
+// still find one.
+func combinedHost(mode string, key []byte, addr netip.Addr) string {
+	if mode != ClientIPPrefix || !addr.IsValid() {
+		return clientIP(mode, key, addr)
+	}
+	addr = addr.Unmap().WithZone("")
+	bits := 64
+	if addr.Is4() {
+		bits = 24
+	}
+	p, _ := addr.Prefix(bits)
+	return p.Addr().String()
+}

@@ -183,13 +183,7 @@ var plainASCII = func() (t [utf8.RuneSelf]bool) {
 // invalid UTF-8 replaced by U+FFFD and the characters that JSON, HTML and
 // JavaScript treat specially escaped.
 func appendString(b []byte, s string) []byte {
-	if len(s) > MaxFieldBytes {
-		n := MaxFieldBytes
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n]
-	}
+	s = cut(s)
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -235,6 +229,19 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// cut returns s, or its first MaxFieldBytes bytes cut back to the start of
+// a character.
+func cut(s string) string {
+	if len(s) <= MaxFieldBytes {
+		return s
+	}
+	n := MaxFieldBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // line is a record as encoding/json reads it.
