@@ -33,14 +33,18 @@ func BenchmarkFile(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		h    http.Handler
+		ae   string
 	}{
-		{"static", h},
-		{"FileServer", http.FileServer(http.Dir(root))},
-		{"FileServerFS", http.FileServerFS(os.DirFS(root))},
+		{"static", h, "gzip, deflate, br, zstd"},
+		{"static-identity", h, ""},
+		{"FileServer", http.FileServer(http.Dir(root)), "gzip, deflate, br, zstd"},
+		{"FileServerFS", http.FileServerFS(os.DirFS(root)), "gzip, deflate, br, zstd"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			req := httptest.NewRequest("GET", "/page.html", nil)
-			req.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")
+			if bc.ae != "" {
+				req.Header.Set("Accept-Encoding", bc.ae)
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				w := &discard{h: make(http.Header, 8)}

@@ -35,7 +35,9 @@ type Config struct {
 	Listing bool
 
 	// Precompressed enables serving name.zst, name.br or name.gz in place of
-	// name when the client accepts that encoding and the sibling exists. If
+	// name when the client accepts that encoding and the sibling exists
+	// (not looked for beside formats that are compressed already: images
+	// other than SVG, fonts, audio, video, archives). If
 	// false, only the file itself is served. Operators expect it on: a
 	// caller that reads it from a configuration file defaults it to true.
 	Precompressed bool

@@ -49,6 +49,20 @@ var types = map[string]string{
 	".flac":        "audio/flac",
 }
 
+// compressed lists the extensions of formats that are compressed already;
+// no precompressed sibling is looked for, which saves three lookups per
+// image, font or video.
+var compressed = map[string]bool{
+	".png": true, ".jpg": true, ".jpeg": true, ".gif": true, ".webp": true, ".avif": true,
+	".woff": true, ".woff2": true, ".mp4": true, ".webm": true, ".mp3": true, ".ogg": true,
+	".opus": true, ".flac": true, ".zip": true, ".gz": true, ".zst": true, ".br": true,
+}
+
+// isCompressed reports whether name's extension is of a compressed format.
+func isCompressed(name string) bool {
+	return compressed[strings.ToLower(path.Ext(name))]
+}
+
 // typeByName returns the media type for a file name from its extension, or
 // "" when unknown. Text types get charset=utf-8 if they name no charset.
 func typeByName(name string) string {

@@ -100,7 +100,7 @@ func (h *Handler) serveDir(w http.ResponseWriter, r *http.Request, root *os.Root
 
 // serveFile serves the regular file name, or a precompressed sibling of it.
 func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
-	if h.precompressed {
+	if h.precompressed && !isCompressed(name) {
 		w.Header().Add("Vary", "Accept-Encoding")
 		if h.serveSibling(w, r, root, name) {
 			return

@@ -126,6 +126,8 @@ func fixture(t *testing.T) map[string]string {
 		"app.js.zst":                "ZSTD BYTES",
 		"style.css":                 "body{}",
 		"style.css.br":              "BROTLI BYTES",
+		"logo.png":                  "\x89PNG\r\n\x1a\nimage",
+		"logo.png.gz":               "never served",
 		"sub/index.html":            "<p>sub index</p>",
 		"sub/page.html":             "<p>page</p>",
 		"empty/":                    "",
@@ -414,6 +416,7 @@ func TestPrecompressed(t *testing.T) {
 		{"brotli", on, "/style.css", "br, gzip", "br", "Accept-Encoding"},
 		{"no accept-encoding", on, "/app.js", "", "", "Accept-Encoding"},
 		{"off", off, "/app.js", "gzip, zstd", "", ""},
+		{"compressed format", on, "/logo.png", "gzip", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
