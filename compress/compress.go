@@ -58,7 +58,7 @@ func (c *Compressor) getWriter(w http.ResponseWriter, r *http.Request) *response
 	}
 	rw.ResponseWriter = w
 	rw.codec = nil
-	if name := Negotiate(r.Header.Values("Accept-Encoding"), c.names); name != "" {
+	if name := Negotiate(r.Header["Accept-Encoding"], c.names); name != "" {
 		for i, n := range c.names {
 			if n == name {
 				rw.codec = c.codecs[i]

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,14 +21,30 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// text returns n bytes of compressible text.
+// text returns n bytes of text that compresses about as well as a web page:
+// words of a made-up vocabulary, drawn with Zipf's law, in lines of
+// varying length, the same every time.
 func text(n int) []byte {
-	words := strings.Fields("the edge proxy weighs every request and compresses what it may " +
-		"while streams keep streaming and websockets keep their connection")
+	r := rand.New(rand.NewPCG(9, 9))
+	vocab := make([]string, 2000)
+	for i := range vocab {
+		w := make([]byte, 2+r.IntN(9))
+		for j := range w {
+			w[j] = byte('a' + r.IntN(26))
+		}
+		vocab[i] = string(w)
+	}
+	zipf := rand.NewZipf(r, 1.1, 2, uint64(len(vocab)-1))
 	var b bytes.Buffer
-	for i := 0; b.Len() < n; i++ {
-		b.WriteString(words[(i*7+i/3)%len(words)])
-		b.WriteByte(" \n"[i%2])
+	for col := 0; b.Len() < n; {
+		w := vocab[zipf.Uint64()]
+		b.WriteString(w)
+		if col += len(w) + 1; col > 60+r.IntN(20) {
+			b.WriteByte('\n')
+			col = 0
+		} else {
+			b.WriteByte(' ')
+		}
 	}
 	return b.Bytes()[:n]
 }

@@ -67,7 +67,7 @@ func newCodec(name string, level Level) *codec {
 				zstd.WithWindowSize(zstdWindow), zstd.WithZeroFrames(true), zstd.WithLowerEncoderMem(true))
 		}
 	case Brotli:
-		quality := [...]int{LevelDefault: 4, LevelFastest: 1, LevelBetter: 6, LevelBest: 9}[level]
+		quality := [...]int{LevelDefault: 3, LevelFastest: 1, LevelBetter: 5, LevelBest: 9}[level]
 		c.make = func(w io.Writer) (streamWriter, error) {
 			return brotli.NewWriterOptions(w, brotli.WriterOptions{Quality: quality, LGWin: brotliLGWin}), nil
 		}

@@ -48,7 +48,7 @@ func (w *responseWriter) decide(n int, sniff []byte, flush, final bool) verdict 
 		return pass
 	}
 	h := w.Header()
-	if h.Get("Content-Encoding") != "" || noTransform(h) {
+	if headerValue(h, "Content-Encoding") != "" || noTransform(h) {
 		return pass
 	}
 	var v verdict
@@ -75,7 +75,7 @@ func (w *responseWriter) decide(n int, sniff []byte, flush, final bool) verdict 
 		return v
 	}
 	size := int64(-1)
-	if cl := h.Get("Content-Length"); cl != "" {
+	if cl := headerValue(h, "Content-Length"); cl != "" {
 		if s, err := strconv.ParseInt(cl, 10, 64); err == nil && s >= 0 {
 			size = s
 		}
@@ -104,7 +104,7 @@ func compressibleStatus(code int) bool {
 
 // noTransform reports whether Cache-Control forbids changing the content.
 func noTransform(h http.Header) bool {
-	for _, v := range h.Values("Cache-Control") {
+	for _, v := range h["Cache-Control"] {
 		for v != "" {
 			var d string
 			d, v, _ = strings.Cut(v, ",")
@@ -116,9 +116,18 @@ func noTransform(h http.Header) bool {
 	return false
 }
 
+// headerValue is h.Get for a key in canonical form, without canonicalizing
+// it again: the keys here are constants.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // addVary adds Accept-Encoding to the Vary header unless it is there.
 func addVary(h http.Header) {
-	for _, v := range h.Values("Vary") {
+	for _, v := range h["Vary"] {
 		for v != "" {
 			var f string
 			f, v, _ = strings.Cut(v, ",")
@@ -128,7 +137,7 @@ func addVary(h http.Header) {
 			}
 		}
 	}
-	h.Add("Vary", "Accept-Encoding")
+	h["Vary"] = append(h["Vary"], "Accept-Encoding")
 }
 
 // commit applies v, sends the header and the bytes held back.
@@ -142,13 +151,13 @@ func (w *responseWriter) commit(v verdict) error {
 		if err == nil {
 			w.enc = e
 			if v.sniffed != "" {
-				h.Set("Content-Type", v.sniffed)
+				h["Content-Type"] = []string{v.sniffed}
 			}
-			h.Del("Content-Length")
-			h.Del("Accept-Ranges")
-			h.Set("Content-Encoding", w.codec.name)
-			if etag := h.Get("ETag"); etag != "" && !strings.HasPrefix(etag, "W/") {
-				h.Set("ETag", "W/"+etag)
+			delete(h, "Content-Length")
+			delete(h, "Accept-Ranges")
+			h["Content-Encoding"] = []string{w.codec.name}
+			if etag := headerValue(h, "Etag"); etag != "" && !strings.HasPrefix(etag, "W/") {
+				h["Etag"] = []string{"W/" + etag}
 			}
 		}
 	}

@@ -1,0 +1,56 @@
+package compress
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// discard is a ResponseWriter that throws the body away, so that the
+// benchmark measures the middleware and the encoder, not a recorder.
+type discard struct {
+	h http.Header
+	n int
+}
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) WriteHeader(int)             {}
+func (d *discard) Write(p []byte) (int, error) { d.n += len(p); return len(p), nil }
+
+// BenchmarkText64K serves a 64 KiB text/html response through Wrap with
+// each encoding, through Wrap to a client that accepts none, and without
+// Wrap at all.
+func BenchmarkText64K(b *testing.B) {
+	body := text(64 << 10)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(body)
+	})
+	c := mustNew(b, Config{})
+	for _, bb := range []struct {
+		name, accept string
+		h            http.Handler
+	}{
+		{"zstd", "zstd", c.Wrap(handler)},
+		{"br", "br", c.Wrap(handler)},
+		{"gzip", "gzip", c.Wrap(handler)},
+		{"identity", "", c.Wrap(handler)},
+		{"unwrapped", "gzip", handler},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			req := httptest.NewRequest("GET", "/", nil)
+			if bb.accept != "" {
+				req.Header.Set("Accept-Encoding", bb.accept)
+			}
+			w := &discard{h: http.Header{}}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				clear(w.h)
+				w.n = 0
+				bb.h.ServeHTTP(w, req)
+			}
+			b.ReportMetric(float64(w.n), "wire-bytes")
+		})
+	}
+}
