@@ -613,7 +613,10 @@ func TestAccessConfigValidate(t *testing.T) {
 			if n != tt.problems {
 				t.Fatalf("Validate = %v: %d problems; want %d", err, n, tt.problems)
 			}
-			if _, err := NewAccessWriter(tt.cfg); tt.problems > 0 && !errors.Is(err, ErrConfig) {
+			if tt.problems == 0 {
+				return
+			}
+			if _, err := NewAccessWriter(tt.cfg); !errors.Is(err, ErrConfig) {
 				t.Fatalf("NewAccessWriter error = %v; want ErrConfig", err)
 			}
 		})

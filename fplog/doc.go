@@ -1,7 +1,8 @@
 // Package fplog is Maat's fingerprint log: one JSON object per request
 // (JSON Lines, https://jsonlines.org/, each line an RFC 8259 object), written
 // off the request's path to a rotated file or the standard output, and read
-// back by `edge fp top`.
+// back by `edge fp top`; and its access log, in the NCSA Combined Log Format
+// or JSON, written the same way (see Access log below).
 //
 // # Fields
 //
@@ -82,6 +83,48 @@
 //
 // or without a server: clickhouse local -q "SELECT ja4, count() FROM
 // file('fp*.jsonl*', JSONEachRow) GROUP BY ja4 ORDER BY count() DESC".
+//
+// # Access log
+//
+// AccessWriter writes one line per request with the same machinery as the
+// fingerprint log's Writer: the bounded queue that drops and counts, size
+// rotation with gzip and retention, Reopen, and the client address modes.
+// Its lines are in one of two formats.
+//
+// FormatCombined is the NCSA Combined Log Format, the "combined" of Apache
+// and nginx, for fail2ban, GoAccess, AWStats and every other reader of web
+// server logs:
+//
+//	%h - %u [%d/%b/%Y:%H:%M:%S %z] "%r" %>s %b "%{Referer}i" "%{User-Agent}i"
+//	203.0.113.7 - alice [03/Dec/2026:10:32:08 +0000] "GET /feed.xml?page=2 HTTP/2.0" 200 5120 "https://example.org/" "curl/8.5.0"
+//
+// The time is in UTC. An empty user, referer or User-Agent, and a body of
+// zero bytes, are written "-" (Apache's %b); the status has three digits,
+// "000" when there is none or it is out of range. Every field is escaped as
+// nginx escapes its log variables (escape=default): '"', '\', the control
+// characters, DEL and every byte from 0x80 become \xHH, so that no request
+// can end a quoted field or the line, or forge one. The user name, which
+// stands before the date unquoted, also has its spaces and brackets
+// escaped. Fields are cut at MaxFieldBytes before escaping.
+//
+// Read it with GoAccess as
+//
+//	goaccess access.log --log-format=COMBINED
+//
+// and with fail2ban's filters for nginx access logs (nginx-botsearch, and
+// failregexes such as ^<HOST> -.*"(GET|POST|HEAD).*HTTP.*" 404).
+//
+// FormatJSON writes one JSON object per line, with the fields time,
+// remote_ip, user, host, method, uri, proto, status, bytes, referer,
+// user_agent and duration_ms, encoded as in the fingerprint log (so that
+// both logs join on time and remote_ip); empty strings are left out.
+//
+// The client address modes apply to both formats. In the Combined Log
+// Format, prefix writes the network's first address without its length
+// ("203.0.113.0"), as anonip does, so that GoAccess still counts visitors
+// by network; hash writes the 24 hex digits and none writes "-", which
+// GoAccess reads only with --no-ip-validation. fail2ban needs full: it bans
+// the address it reads.
 //
 // # Reading
 //

@@ -55,3 +55,27 @@ func ExampleTop() {
 	// 2      66.7%  t13d1516h2_aaa  ALLOW 1, CHALLENGE 1
 	// 1      33.3%  t13d0912h1_bbb  DENY 1
 }
+
+func ExampleAccessWriter() {
+	// Path: "/var/log/edge/access.log" in production; the standard output here.
+	w, err := fplog.NewAccessWriter(fplog.AccessConfig{Output: os.Stdout, Format: fplog.FormatCombined})
+	if err != nil {
+		panic(err)
+	}
+	w.Write(&fplog.AccessRecord{
+		Time:      time.Date(2026, 12, 3, 10, 32, 8, 123e6, time.UTC),
+		RemoteIP:  netip.MustParseAddr("203.0.113.7"),
+		Method:    "GET",
+		URI:       "/feed.xml?page=2",
+		Proto:     "HTTP/2.0",
+		Status:    200,
+		Bytes:     5120,
+		Referer:   "https://example.org/",
+		UserAgent: `Mozilla/5.0 "quoted"`,
+		Host:      "example.org",
+		Duration:  1500 * time.Microsecond,
+	})
+	w.Close() // flushes
+	// Output:
+	// 203.0.113.7 - - [03/Dec/2026:10:32:08 +0000] "GET /feed.xml?page=2 HTTP/2.0" 200 5120 "https://example.org/" "Mozilla/5.0 \x22quoted\x22"
+}
