@@ -1,6 +1,7 @@
 package compress
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -17,15 +18,23 @@ func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) WriteHeader(int)             {}
 func (d *discard) Write(p []byte) (int, error) { d.n += len(p); return len(p), nil }
 
-// BenchmarkText64K serves a 64 KiB text/html response through Wrap with
-// each encoding, through Wrap to a client that accepts none, and without
-// Wrap at all.
+// BenchmarkText64K serves a 64 KiB text/html response, in one write and in
+// writes of 128 bytes (as templates write), through Wrap with each
+// encoding, through Wrap to a client that accepts none, and without Wrap.
 func BenchmarkText64K(b *testing.B) {
 	body := text(64 << 10)
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write(body)
-	})
+	for _, piece := range []int{len(body), 128} {
+		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			for p := body; len(p) > 0; p = p[min(piece, len(p)):] {
+				w.Write(p[:min(piece, len(p))])
+			}
+		})
+		benchHandlers(b, fmt.Sprintf("writes=%d", piece), body, handler)
+	}
+}
+
+func benchHandlers(b *testing.B, name string, body []byte, handler http.Handler) {
 	c := mustNew(b, Config{})
 	for _, bb := range []struct {
 		name, accept string
@@ -37,7 +46,7 @@ func BenchmarkText64K(b *testing.B) {
 		{"identity", "", c.Wrap(handler)},
 		{"unwrapped", "gzip", handler},
 	} {
-		b.Run(bb.name, func(b *testing.B) {
+		b.Run(name+"/"+bb.name, func(b *testing.B) {
 			req := httptest.NewRequest("GET", "/", nil)
 			if bb.accept != "" {
 				req.Header.Set("Accept-Encoding", bb.accept)

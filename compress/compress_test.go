@@ -309,74 +309,145 @@ func startServer(t *testing.T, h http.Handler) *httptest.Server {
 	return srv
 }
 
+// decoder returns a reader of the decoded stream r.
+func decoder(t *testing.T, enc string, r io.Reader) io.Reader {
+	t.Helper()
+	switch enc {
+	case Zstd:
+		d, err := zstd.NewReader(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(d.Close)
+		return d
+	case Brotli:
+		return brotli.NewReader(r)
+	case Gzip:
+		g, err := gzip.NewReader(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	return r
+}
+
+// get requests url with Accept-Encoding set, so that the Transport leaves
+// the body encoded.
+func get(t *testing.T, srv *httptest.Server, accept string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req.Header.Set("Accept-Encoding", accept)
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return res
+}
+
+// front serves h through the middleware on loopback, directly or, as the
+// edge does, wrapped around an httputil.ReverseProxy to h on its own server.
+func front(t *testing.T, h http.Handler, viaProxy bool) *httptest.Server {
+	t.Helper()
+	if viaProxy {
+		u, _ := url.Parse(startServer(t, h).URL)
+		h = httputil.NewSingleHostReverseProxy(u)
+	}
+	return startServer(t, mustNew(t, Config{}).Wrap(h))
+}
+
 // TestServerSentEvents reads events through the middleware on a real
 // server, one by one, while the handler waits for each to be read before it
 // sends the next: an event stuck in a buffer would stall the test.
 func TestServerSentEvents(t *testing.T) {
 	t.Parallel()
 	for _, enc := range []string{Zstd, Brotli, Gzip} {
-		t.Run(enc, func(t *testing.T) {
-			t.Parallel()
-			read := make(chan int)
-			events := 5
-			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.Header().Set("Cache-Control", "no-cache")
-				rc := http.NewResponseController(w)
-				for i := range events {
-					fmt.Fprintf(w, "id: %d\ndata: event %d\n\n", i, i)
-					if err := rc.Flush(); err != nil {
-						t.Errorf("flush: %v", err)
-						return
+		for _, viaProxy := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/proxy=%v", enc, viaProxy), func(t *testing.T) {
+				t.Parallel()
+				read := make(chan int)
+				events := 5
+				h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "text/event-stream")
+					w.Header().Set("Cache-Control", "no-cache")
+					rc := http.NewResponseController(w)
+					for i := range events {
+						fmt.Fprintf(w, "id: %d\ndata: event %d\n\n", i, i)
+						if err := rc.Flush(); err != nil {
+							t.Errorf("flush: %v", err)
+							return
+						}
+						select {
+						case <-read:
+						case <-time.After(10 * time.Second):
+							t.Errorf("event %d was not read", i)
+							return
+						case <-r.Context().Done():
+							return
+						}
 					}
-					select {
-					case <-read:
-					case <-time.After(10 * time.Second):
-						t.Errorf("event %d was not read", i)
-						return
-					case <-r.Context().Done():
-						return
+				})
+				res := get(t, front(t, h, viaProxy), enc)
+				if got := res.Header.Get("Content-Encoding"); got != enc {
+					t.Fatalf("Content-Encoding = %q, want %q", got, enc)
+				}
+				lines := bufio.NewReader(decoder(t, enc, res.Body))
+				for i := range events {
+					for _, want := range []string{fmt.Sprintf("id: %d\n", i), fmt.Sprintf("data: event %d\n", i), "\n"} {
+						line, err := lines.ReadString('\n')
+						if err != nil || line != want {
+							t.Fatalf("event %d: read %q, %v; want %q", i, line, err, want)
+						}
+					}
+					read <- i
+				}
+			})
+		}
+	}
+}
+
+// TestThroughProxy sends upstream responses, with and without
+// Content-Length, through the middleware around httputil.ReverseProxy. The
+// proxy flushes after every write when the length is unknown, so such a
+// response is compressed as a stream whatever its size.
+func TestThroughProxy(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		size    int
+		length  bool // upstream sends Content-Length
+		accept  string
+		wantEnc string
+	}{
+		{"64 KiB chunked zstd", 64 << 10, false, "zstd", Zstd},
+		{"64 KiB chunked br", 64 << 10, false, "br", Brotli},
+		{"64 KiB with length gzip", 64 << 10, true, "gzip", Gzip},
+		{"small with length", 500, true, "gzip, br, zstd", ""},
+		{"small chunked", 500, false, "gzip", Gzip},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			body := text(tt.size)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				if tt.length {
+					w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+				}
+				for p := body; len(p) > 0; p = p[min(len(p), 4096):] {
+					w.Write(p[:min(len(p), 4096)])
+					if !tt.length {
+						http.NewResponseController(w).Flush() // forces chunking
 					}
 				}
 			})
-			srv := startServer(t, mustNew(t, Config{}).Wrap(h))
-			req, _ := http.NewRequest("GET", srv.URL, nil)
-			req.Header.Set("Accept-Encoding", enc) // set: Transport leaves the body encoded
-			res, err := srv.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
+			res := get(t, front(t, h, true), tt.accept)
+			if enc := res.Header.Get("Content-Encoding"); enc != tt.wantEnc {
+				t.Fatalf("Content-Encoding = %q, want %q", enc, tt.wantEnc)
 			}
-			defer res.Body.Close()
-			if got := res.Header.Get("Content-Encoding"); got != enc {
-				t.Fatalf("Content-Encoding = %q, want %q", got, enc)
-			}
-			var body io.Reader
-			switch enc {
-			case Zstd:
-				d, err := zstd.NewReader(res.Body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer d.Close()
-				body = d
-			case Brotli:
-				body = brotli.NewReader(res.Body)
-			case Gzip:
-				g, err := gzip.NewReader(res.Body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body = g
-			}
-			lines := bufio.NewReader(body)
-			for i := range events {
-				for _, want := range []string{fmt.Sprintf("id: %d\n", i), fmt.Sprintf("data: event %d\n", i), "\n"} {
-					line, err := lines.ReadString('\n')
-					if err != nil || line != want {
-						t.Fatalf("event %d: read %q, %v; want %q", i, line, err, want)
-					}
-				}
-				read <- i
+			got, err := io.ReadAll(decoder(t, tt.wantEnc, res.Body))
+			if err != nil || !bytes.Equal(got, body) {
+				t.Errorf("decoded %d bytes, %v; want the %d bytes sent", len(got), err, len(body))
 			}
 		})
 	}
