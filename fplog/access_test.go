@@ -697,3 +697,16 @@ func BenchmarkAppendCombined(b *testing.B) {
 		buf = r.AppendCombined(buf[:0])
 	}
 }
+
+func TestAppendCombinedTime(t *testing.T) {
+	t.Parallel()
+	for _, tm := range []time.Time{
+		testTime, {}, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), time.Date(999, 12, 31, 23, 59, 59, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		if got, want := string(appendCombinedTime(nil, tm)), tm.Format(combinedTimeLayout); got != want {
+			t.Errorf("appendCombinedTime(%v) = %q; want %q", tm, got, want)
+		}
+	}
+}
