@@ -18,6 +18,7 @@ const module = "github.com/maatproxy/maat"
 var leaves = map[string]bool{
 	"tlsfp": true, "httpfp": true, "policy": true, "challenge": true,
 	"locales": true, "certs": true, "store": true, "fplog": true,
+	"static": true, "compress": true,
 }
 
 // allowed reports whether package from (relative to the module) may import

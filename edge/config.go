@@ -74,6 +74,10 @@ type Site struct {
 	Routes   []Route   `yaml:"routes"`
 	// MaxBodyBytes caps request bodies; 0 = no cap (bodies stream).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Root serves static files from a directory instead of an upstream.
+	Root string `yaml:"root"`
+	// Browse lists directories without an index file (with Root). Default false.
+	Browse bool `yaml:"browse"`
 
 	// Canonical, if set, is the host name every other host of the site
 	// redirects to (301), e.g. www.example.org → example.org.
@@ -97,6 +101,11 @@ type Site struct {
 type Route struct {
 	Path     string    `yaml:"path"`
 	Upstream Upstreams `yaml:"upstream"`
+	// Root serves static files from a directory instead of an upstream; the
+	// route's path prefix is taken off (path /docs/, root /srv/docs: the
+	// request /docs/a.html is /srv/docs/a.html).
+	Root   string `yaml:"root"`
+	Browse bool   `yaml:"browse"`
 	// BasicAuth asks for a user and password (bcrypt hashes), after the bot
 	// policy has let the request through.
 	BasicAuth *BasicAuth `yaml:"basic_auth"`

@@ -216,11 +216,34 @@ func (s *Server) forward(w *recorder, r *http.Request, st *reqState) {
 		a.challenge(w)
 		return
 	}
+	if st.route.static != nil {
+		s.serveStatic(w, r, st)
+		return
+	}
 	st.target = st.route.pool.pick(st.start, nil)
 	if st.site.maxBody > 0 && r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, st.site.maxBody)
 	}
 	s.proxy.ServeHTTP(w, r)
+}
+
+// serveStatic answers from the route's root, its path prefix taken off.
+// Response rules and security headers apply as to an upstream's answer.
+func (s *Server) serveStatic(w *recorder, r *http.Request, st *reqState) {
+	h := w.Header()
+	securityHeaders(st.site, h)
+	for i := range st.route.respOps {
+		st.route.respOps[i].apply(h)
+	}
+	if p := st.route.prefix; p != "" {
+		r2 := *r
+		u := *r.URL
+		u.Path = "/" + strings.TrimPrefix(r.URL.Path, p)
+		u.RawPath = ""
+		r2.URL = &u
+		r = &r2
+	}
+	st.route.static.ServeHTTP(w, r)
 }
 
 func ruleReason(rule string) string {

@@ -86,6 +86,19 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
+// securityHeaders adds the site's optional defaults where none is set.
+func securityHeaders(site *site, h http.Header) {
+	if !site.security {
+		return
+	}
+	if _, ok := h["X-Content-Type-Options"]; !ok {
+		h["X-Content-Type-Options"] = []string{"nosniff"}
+	}
+	if _, ok := h["Referrer-Policy"]; !ok {
+		h["Referrer-Policy"] = []string{"strict-origin-when-cross-origin"}
+	}
+}
+
 func joinURLPath(base string, u interface{ EscapedPath() string }) (string, string) {
 	p := u.EscapedPath()
 	b := strings.TrimSuffix(base, "/")
@@ -97,14 +110,7 @@ func (s *Server) upstreamResponse(res *http.Response) error {
 	st := stateOf(res.Request)
 	st.route.pool.ok(st.target)
 	h := res.Header
-	if st.site.security {
-		if _, ok := h["X-Content-Type-Options"]; !ok {
-			h["X-Content-Type-Options"] = []string{"nosniff"}
-		}
-		if _, ok := h["Referrer-Policy"]; !ok {
-			h["Referrer-Policy"] = []string{"strict-origin-when-cross-origin"}
-		}
-	}
+	securityHeaders(st.site, h)
 	for i := range st.route.respOps {
 		st.route.respOps[i].apply(h)
 	}

@@ -178,7 +178,11 @@ func certsConfig(cfg *Config) certs.Config {
 
 // newSnapshot compiles what a configuration needs per request.
 func (s *Server) newSnapshot(cfg Config) (*snapshot, error) {
-	rt := &snapshot{cfg: cfg, sites: newSiteTable(&cfg)}
+	sites, err := newSiteTable(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	rt := &snapshot{cfg: cfg, sites: sites}
 	for _, p := range cfg.TrustedProxies {
 		rt.trusted = append(rt.trusted, netipPrefix(p))
 	}

@@ -1,8 +1,11 @@
 package edge
 
 import (
+	"fmt"
 	"net"
 	"strings"
+
+	"github.com/maatproxy/maat/static"
 )
 
 // siteTable finds the site and route of a request. It is built once per
@@ -28,12 +31,13 @@ type site struct {
 type route struct {
 	prefix  string // "" = the site's default upstream
 	pool    *pool
+	static  *static.Handler // nil: the pool's upstream
 	auth    *basicAuth
 	reqOps  []headerOps // the site's rules, then the route's
 	respOps []headerOps
 }
 
-func newSiteTable(cfg *Config) *siteTable {
+func newSiteTable(cfg *Config) (*siteTable, error) {
 	t := &siteTable{byHost: map[string]*site{}, wildcard: map[string]*site{}}
 	pause := cfg.Timeouts.FailPause.D()
 	for i, sc := range cfg.Sites {
@@ -46,14 +50,22 @@ func newSiteTable(cfg *Config) *siteTable {
 			s.name = "*"
 		}
 		for _, r := range sc.Routes {
-			s.routes = append(s.routes, &route{prefix: r.Path, pool: newPool(r.Upstream, pause),
+			rt := &route{prefix: r.Path, pool: newPool(r.Upstream, pause),
 				auth: newBasicAuth(r.BasicAuth), reqOps: opsList(sc.Headers.Request, r.Headers.Request),
-				respOps: opsList(sc.Headers.Response, r.Headers.Response)})
+				respOps: opsList(sc.Headers.Response, r.Headers.Response)}
+			if err := rt.setRoot(r.Root, r.Browse); err != nil {
+				return nil, err
+			}
+			s.routes = append(s.routes, rt)
 		}
 		// Longest prefix first; the default route last.
 		sortRoutes(s.routes)
-		s.routes = append(s.routes, &route{pool: newPool(sc.Upstream, pause),
-			reqOps: opsList(sc.Headers.Request), respOps: opsList(sc.Headers.Response)})
+		def := &route{pool: newPool(sc.Upstream, pause),
+			reqOps: opsList(sc.Headers.Request), respOps: opsList(sc.Headers.Response)}
+		if err := def.setRoot(sc.Root, sc.Browse); err != nil {
+			return nil, err
+		}
+		s.routes = append(s.routes, def)
 		for _, h := range sc.Hosts {
 			n := normalizeHost(h)
 			if rest, ok := strings.CutPrefix(n, "*."); ok {
@@ -66,7 +78,20 @@ func newSiteTable(cfg *Config) *siteTable {
 			t.fallback = s
 		}
 	}
-	return t
+	return t, nil
+}
+
+// setRoot makes the route serve static files from root, if set.
+func (r *route) setRoot(root string, browse bool) error {
+	if root == "" {
+		return nil
+	}
+	h, err := static.New(static.Config{Root: root, Listing: browse, Precompressed: true})
+	if err != nil {
+		return fmt.Errorf("edge: static root: %w", err)
+	}
+	r.static = h
+	return nil
 }
 
 // opsList compiles header rules to apply in order (the site's, then the

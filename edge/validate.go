@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/maatproxy/maat/static"
 	"net"
 	"strings"
 )
@@ -73,9 +75,7 @@ func (c *Config) Validate() error {
 				seen[n] = i + 1
 			}
 		}
-		if len(s.Upstream) == 0 || s.Upstream[0] == nil {
-			bad(key+".upstream", "a site needs an upstream URL")
-		}
+		checkTarget(bad, key, s.Upstream, s.Root)
 		if s.MaxBodyBytes < 0 {
 			bad(key+".max_body_bytes", "must not be negative")
 		}
@@ -122,9 +122,7 @@ func (c *Config) Validate() error {
 			if strings.HasPrefix(r.Path, "/.maat/") {
 				bad(rk+".path", "/.maat/ belongs to the edge")
 			}
-			if len(r.Upstream) == 0 {
-				bad(rk+".upstream", "a route needs an upstream URL")
-			}
+			checkTarget(bad, rk, r.Upstream, r.Root)
 		}
 	}
 
@@ -176,6 +174,22 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkTarget: an upstream or a static root, exactly one.
+func checkTarget(bad func(string, string, ...any), key string, up Upstreams, root string) {
+	hasUp := len(up) > 0 && up[0] != nil
+	switch {
+	case hasUp && root != "":
+		bad(key, "upstream and root exclude each other")
+	case !hasUp && root == "":
+		bad(key+".upstream", "an upstream URL (or a root directory of static files) is needed")
+	case root != "":
+		sc := static.Config{Root: root}
+		if err := sc.Validate(); err != nil {
+			bad(key+".root", "%v", err)
+		}
+	}
 }
 
 func checkHeaders(bad func(string, string, ...any), key string, h HeaderRules) {

@@ -1,0 +1,83 @@
+package edge
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestStaticRoutes serves files from root: routes through the edge: the
+// prefix is taken off, conditionals, ranges and precompressed siblings work,
+// and nothing outside the root is reachable.
+func TestStaticRoutes(t *testing.T) {
+	t.Parallel()
+	up := echoUpstream(t, "a")
+	dir := t.TempDir()
+	root := filepath.Join(dir, "docs")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(root, "sub"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "index.html"), []byte("<h1>docs</h1>"), 0o644))
+	page := bytes.Repeat([]byte("static text, "), 200)
+	must(os.WriteFile(filepath.Join(root, "page.txt"), page, 0o644))
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(page)
+	_ = zw.Close()
+	must(os.WriteFile(filepath.Join(root, "page.txt.gz"), gz.Bytes(), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("outside"), 0o644))
+	must(os.Symlink(filepath.Join(dir, "secret.txt"), filepath.Join(root, "escape.txt")))
+
+	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", security_headers: true, routes: [{path: /docs/, root: "+root+"}]}]\n")
+	c := e.client(t, "h2")
+	do := func(path string, hdr ...string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", e.url(path), nil)
+		req.Host = "localhost"
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		res, err := c.Do(req)
+		must(err)
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, b
+	}
+	res, body := do("/docs/")
+	if res.StatusCode != 200 || string(body) != "<h1>docs</h1>" || res.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("index: %d %q %v", res.StatusCode, body, res.Header)
+	}
+	res, body = do("/docs/page.txt")
+	if res.StatusCode != 200 || !bytes.Equal(body, page) || res.Header.Get("ETag") == "" {
+		t.Fatalf("file: %d, %d bytes", res.StatusCode, len(body))
+	}
+	if res, _ := do("/docs/page.txt", "If-None-Match", res.Header.Get("ETag")); res.StatusCode != 304 {
+		t.Errorf("conditional: %d, want 304", res.StatusCode)
+	}
+	if res, body := do("/docs/page.txt", "Range", "bytes=0-5"); res.StatusCode != 206 || string(body) != "static" {
+		t.Errorf("range: %d %q", res.StatusCode, body)
+	}
+	res, body = do("/docs/page.txt", "Accept-Encoding", "gzip")
+	if res.Header.Get("Content-Encoding") != "gzip" || !bytes.Equal(body, gz.Bytes()) ||
+		!strings.HasPrefix(res.Header.Get("Content-Type"), "text/plain") {
+		t.Errorf("precompressed sibling: %q %q, %d bytes", res.Header.Get("Content-Encoding"), res.Header.Get("Content-Type"), len(body))
+	}
+	for _, p := range []string{"/docs/../secret.txt", "/docs/%2e%2e/secret.txt", "/docs/escape.txt", "/docs/sub/..%2f..%2fsecret.txt"} {
+		res, body := do(p)
+		if res.StatusCode == 200 || bytes.Contains(body, []byte("outside")) {
+			t.Errorf("%s: %d %q — left the root", p, res.StatusCode, body)
+		}
+	}
+	if res, body := do("/other"); res.StatusCode != 200 || !strings.Contains(string(body), "Path=/other") {
+		t.Errorf("the upstream route: %d %q", res.StatusCode, body)
+	}
+}
