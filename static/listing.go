@@ -39,17 +39,11 @@ type listingEntry struct {
 	dir      bool
 }
 
-// serveListing writes the HTML listing of the directory name: visible
+// serveListing writes the HTML listing of the directory name, open as d: visible
 // entries only (no dotfiles), directories first, then by name. Symbolic
 // links are shown as what they point to, and left out if that is outside
 // the root or missing.
-func (h *Handler) serveListing(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
-	d, err := root.Open(name)
-	if err != nil {
-		fail(w, statusOf(err))
-		return
-	}
-	defer d.Close()
+func (h *Handler) serveListing(w http.ResponseWriter, r *http.Request, root *os.Root, name string, d *os.File) {
 	des, err := d.ReadDir(-1)
 	if err != nil {
 		fail(w, http.StatusInternalServerError)

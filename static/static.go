@@ -61,33 +61,35 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer root.Close()
 
-	fi, err := root.Stat(name)
+	f, fi, err := openAny(root, name)
 	if err != nil {
 		fail(w, statusOf(err))
 		return
 	}
+	defer f.Close()
 	switch {
 	case fi.IsDir():
 		if !dirURL || r.URL.Path == "" && bareRoute(r) {
 			redirectToDir(w, r)
 			return
 		}
-		h.serveDir(w, r, root, name)
+		h.serveDir(w, r, root, name, f)
 	case !fi.Mode().IsRegular():
 		fail(w, http.StatusNotFound) // devices, FIFOs, sockets
 	case dirURL:
 		fail(w, http.StatusNotFound) // "file.html/"
 	default:
-		h.serveFile(w, r, root, name)
+		h.serveFile(w, r, root, name, f, fi)
 	}
 }
 
 // serveDir serves a directory's first index file, its listing, or 404.
-func (h *Handler) serveDir(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
+func (h *Handler) serveDir(w http.ResponseWriter, r *http.Request, root *os.Root, name string, d *os.File) {
 	for _, idx := range h.index {
 		p := path.Join(name, idx)
-		if fi, err := root.Stat(p); err == nil && fi.Mode().IsRegular() {
-			h.serveFile(w, r, root, p)
+		if f, fi, err := openRegular(root, p); err == nil {
+			defer f.Close()
+			h.serveFile(w, r, root, p, f, fi)
 			return
 		}
 	}
@@ -95,23 +97,18 @@ func (h *Handler) serveDir(w http.ResponseWriter, r *http.Request, root *os.Root
 		fail(w, http.StatusNotFound)
 		return
 	}
-	h.serveListing(w, r, root, name)
+	h.serveListing(w, r, root, name, d)
 }
 
-// serveFile serves the regular file name, or a precompressed sibling of it.
-func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
+// serveFile serves the regular file f, opened as name, or a precompressed
+// sibling of it.
+func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, root *os.Root, name string, f *os.File, fi fs.FileInfo) {
 	if h.precompressed && !isCompressed(name) {
 		w.Header().Add("Vary", "Accept-Encoding")
-		if h.serveSibling(w, r, root, name) {
+		if h.serveSibling(w, r, root, name, f) {
 			return
 		}
 	}
-	f, fi, err := open(root, name) // the caller saw a regular file
-	if err != nil {
-		fail(w, statusOf(err))
-		return
-	}
-	defer f.Close()
 	hdr := w.Header()
 	if t := typeByName(name); t != "" {
 		hdr["Content-Type"] = []string{t}
@@ -120,9 +117,9 @@ func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 	http.ServeContent(w, r, name, fi.ModTime(), f)
 }
 
-// serveSibling serves the best precompressed sibling of name that the
-// request accepts, and reports whether it did.
-func (h *Handler) serveSibling(w http.ResponseWriter, r *http.Request, root *os.Root, name string) bool {
+// serveSibling serves the best precompressed sibling of name (open as
+// orig) that the request accepts, and reports whether it did.
+func (h *Handler) serveSibling(w http.ResponseWriter, r *http.Request, root *os.Root, name string, orig *os.File) bool {
 	order, n := acceptedEncodings(r.Header)
 	for _, i := range order[:n] {
 		e := encodings[i]
@@ -133,7 +130,7 @@ func (h *Handler) serveSibling(w http.ResponseWriter, r *http.Request, root *os.
 		defer f.Close()
 		ctype := typeByName(name)
 		if ctype == "" {
-			ctype = sniff(root, name)
+			ctype = sniff(orig)
 		}
 		hdr := w.Header()
 		hdr["Content-Type"] = []string{ctype}
@@ -145,44 +142,43 @@ func (h *Handler) serveSibling(w http.ResponseWriter, r *http.Request, root *os.
 	return false
 }
 
-// openRegular opens name if it is a regular file. It checks before opening,
-// so that a FIFO in the root cannot block the request.
-func openRegular(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
-	fi, err := root.Stat(name)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, nil, fs.ErrNotExist
-	}
-	return open(root, name)
-}
-
-// open opens name, which a Stat showed to be a regular file, and returns
-// its information as of the open (the name may have been replaced since).
-func open(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
-	f, err := root.Open(name)
+// openAny opens name, whatever it is, and returns its information as of
+// the open. On Unix it opens without blocking (openFlags), so that a FIFO in
+// the root cannot hold the request waiting for a writer.
+func openAny(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|openFlags, 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// openRegular opens name if it is a regular file.
+func openRegular(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
+	f, fi, err := openAny(root, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, nil, fs.ErrNotExist
 	}
 	return f, fi, nil
 }
 
-// sniff returns the detected type of the file name's first 512 bytes, or
+// sniff returns the detected type of f's first 512 bytes, or
 // application/octet-stream when it cannot be read.
-func sniff(root *os.Root, name string) string {
-	f, _, err := openRegular(root, name)
-	if err != nil {
+func sniff(f *os.File) string {
+	var buf [512]byte
+	n, err := f.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
 		return "application/octet-stream"
 	}
-	defer f.Close()
-	var buf [512]byte
-	n, _ := io.ReadFull(f, buf[:])
 	return http.DetectContentType(buf[:n])
 }
 

@@ -121,6 +121,7 @@ func fixture(t *testing.T) map[string]string {
 		"hello.txt":                 "hello, world\n",
 		"blob":                      "plain words without an extension\n",
 		"bin":                       "\x00\x01\x02\x03binary",
+		"blob.gz":                   gz(t, "plain words without an extension\n"),
 		"app.js":                    appJS,
 		"app.js.gz":                 gz(t, appJS),
 		"app.js.zst":                "ZSTD BYTES",
@@ -193,6 +194,8 @@ func TestServe(t *testing.T) {
 			"Content-Type": "text/css; charset=utf-8", "Vary": "Accept-Encoding", "Content-Encoding": ""}}},
 		{name: "sniffed text", path: "/blob", want: want{status: 200, header: map[string]string{
 			"Content-Type": "text/plain; charset=utf-8"}}},
+		{name: "sniffed original of a sibling", path: "/blob", header: []string{"Accept-Encoding: gzip"}, want: want{status: 200, header: map[string]string{
+			"Content-Type": "text/plain; charset=utf-8", "Content-Encoding": "gzip"}}},
 		{name: "sniffed binary", path: "/bin", want: want{status: 200, header: map[string]string{
 			"Content-Type": "application/octet-stream"}}},
 		{name: "head", method: "HEAD", path: "/hello.txt", want: want{status: 200, header: map[string]string{
