@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"errors"
 	"io"
-	"io/fs"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -469,63 +468,6 @@ func TestPrecompressed(t *testing.T) {
 	}
 }
 
-func TestListing(t *testing.T) {
-	t.Parallel()
-	on := newSite(t, static.Config{Listing: true}, fixture(t))
-	must(t, os.Symlink("../../secret.txt", filepath.Join(on.root, "docs", "out.txt")))
-	off := newSite(t, static.Config{}, fixture(t))
-
-	resp, body := on.do(t, "GET", "/docs/")
-	check(t, resp, body, want{status: 200, header: map[string]string{"Content-Type": "text/html; charset=utf-8"}})
-	page := string(body)
-	for _, s := range []string{
-		`<a href="../">`,
-		`href="./dir/">dir/</a>`,
-		`a &lt;b&gt;&amp;&#39;&#34;.txt</a>`,
-		`href="./a%20%3Cb%3E&amp;%27%22.txt"`,
-		`href="./b.txt">b.txt</a>`,
-	} {
-		if !strings.Contains(page, s) {
-			t.Errorf("listing lacks %q:\n%s", s, page)
-		}
-	}
-	for _, s := range []string{".hidden", "out.txt", "<b>", on.dir} {
-		if strings.Contains(page, s) {
-			t.Errorf("listing shows %q:\n%s", s, page)
-		}
-	}
-	// Directories first, then files by name.
-	if d, a, b := strings.Index(page, "dir/<"), strings.Index(page, "a &lt;b"), strings.Index(page, ">b.txt<"); !(d < a && a < b) {
-		t.Errorf("listing order: dir at %d, a at %d, b at %d", d, a, b)
-	}
-
-	t.Run("index wins", func(t *testing.T) {
-		t.Parallel()
-		resp, body := on.do(t, "GET", "/sub/")
-		check(t, resp, body, want{status: 200, body: "<p>sub index</p>"})
-	})
-	t.Run("empty dir", func(t *testing.T) {
-		t.Parallel()
-		resp, body := on.do(t, "GET", "/empty/")
-		check(t, resp, body, want{status: 200, not: "<a href=\"./"})
-	})
-	t.Run("head", func(t *testing.T) {
-		t.Parallel()
-		resp, body := on.do(t, "HEAD", "/docs/")
-		check(t, resp, body, want{status: 200, header: map[string]string{"Content-Type": "text/html; charset=utf-8"}})
-	})
-	t.Run("off", func(t *testing.T) {
-		t.Parallel()
-		resp, body := off.do(t, "GET", "/docs/")
-		check(t, resp, body, want{status: 404, not: "b.txt"})
-	})
-	t.Run("dotdir", func(t *testing.T) {
-		t.Parallel()
-		resp, body := on.do(t, "GET", "/.git/")
-		check(t, resp, body, want{status: 404})
-	})
-}
-
 func TestIndexFiles(t *testing.T) {
 	t.Parallel()
 	files := map[string]string{"a/index.htm": "htm", "a/default.html": "default", "b/index.html": "html"}
@@ -547,44 +489,6 @@ func TestIndexFiles(t *testing.T) {
 			s := newSite(t, static.Config{Index: tt.index}, files)
 			resp, body := s.do(t, "GET", tt.path)
 			check(t, resp, body, tt.want)
-		})
-	}
-}
-
-func TestValidate(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "f")
-	must(t, os.WriteFile(file, nil, 0o644))
-	tests := []struct {
-		name string
-		cfg  static.Config
-		errs []error
-	}{
-		{"ok", static.Config{Root: dir}, nil},
-		{"ok index", static.Config{Root: dir, Index: []string{"index.html", "index.htm"}}, nil},
-		{"no root", static.Config{}, []error{static.ErrNoRoot}},
-		{"missing root", static.Config{Root: filepath.Join(dir, "nope")}, []error{static.ErrRoot, fs.ErrNotExist}},
-		{"root is a file", static.Config{Root: file}, []error{static.ErrRoot}},
-		{"bad index and root together", static.Config{Root: file, Index: []string{"../x", ".env", "", "a/b"}},
-			[]error{static.ErrRoot, static.ErrBadIndex}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			err := tt.cfg.Validate()
-			if (err == nil) != (len(tt.errs) == 0) {
-				t.Fatalf("Validate() = %v, want %v", err, tt.errs)
-			}
-			for _, e := range tt.errs {
-				if !errors.Is(err, e) {
-					t.Errorf("Validate() = %v, want it to match %v", err, e)
-				}
-			}
-			h, nerr := static.New(tt.cfg)
-			if (nerr == nil) != (err == nil) || (h == nil) == (nerr == nil) {
-				t.Errorf("New() = %v, %v; Validate() = %v", h, nerr, err)
-			}
 		})
 	}
 }
