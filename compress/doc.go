@@ -29,7 +29,11 @@
 // compressed gets "Vary: Accept-Encoding" added to its Vary.
 //
 // Flush pushes what the encoder holds and then flushes the connection, so
-// server-sent events and other streams arrive as they are written. The
+// server-sent events and other streams arrive as they are written. Note that
+// httputil.ReverseProxy flushes after every write when the upstream sent no
+// Content-Length, so behind it such responses count as streams and are
+// compressed whatever their size; responses with a Content-Length are
+// judged by it. The
 // wrapped http.ResponseWriter has an Unwrap method, so that
 // http.ResponseController reaches the connection's own Hijack,
 // SetReadDeadline and SetWriteDeadline (websockets through
@@ -38,6 +42,7 @@
 // Encoders come from github.com/klauspost/compress (zstd, gzip) and
 // github.com/andybalholm/brotli, and are reused through a sync.Pool per
 // Compressor. The zstd encoder runs synchronously (no goroutines) with a
-// 128 KiB window, and brotli with the same window, to keep the memory of
-// many concurrent streams small.
+// 128 KiB window, and brotli with the same window behind a 16 KiB input
+// buffer (it is slow on small writes), to keep the memory of many concurrent
+// streams small.
 package compress
