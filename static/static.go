@@ -104,7 +104,7 @@ func (h *Handler) serveDir(w http.ResponseWriter, r *http.Request, root *os.Root
 // sibling of it.
 func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, root *os.Root, name string, f *os.File, fi fs.FileInfo) {
 	if h.precompressed && !isCompressed(name) {
-		w.Header().Add("Vary", "Accept-Encoding")
+		addVary(w.Header())
 		if h.serveSibling(w, r, root, name, f) {
 			return
 		}
@@ -196,6 +196,18 @@ func etag(fi fs.FileInfo, coding string) string {
 	}
 	b = append(b, '"')
 	return string(b)
+}
+
+// addVary adds Accept-Encoding to the Vary header unless it is there.
+func addVary(h http.Header) {
+	for _, v := range h["Vary"] {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f == "*" || strings.EqualFold(f, "Accept-Encoding") {
+				return
+			}
+		}
+	}
+	h["Vary"] = append(h["Vary"], "Accept-Encoding")
 }
 
 // redirectToDir answers a directory URL without its trailing slash with a

@@ -255,6 +255,35 @@ func cmpOr(a, b string) string {
 	return b
 }
 
+// TestVaryOnce: a Vary that a header rule set before the handler is kept,
+// and Accept-Encoding is not repeated.
+func TestVaryOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "a.css"), []byte("a{}"), 0o644))
+	h, err := static.New(static.Config{Root: dir, Precompressed: true})
+	must(t, err)
+	for _, tt := range []struct {
+		name         string
+		before, want []string
+	}{
+		{"none", nil, []string{"Accept-Encoding"}},
+		{"other", []string{"Origin"}, []string{"Origin", "Accept-Encoding"}},
+		{"there", []string{"origin, accept-encoding"}, []string{"origin, accept-encoding"}},
+		{"star", []string{"*"}, []string{"*"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := httptest.NewRecorder()
+			rec.Header()["Vary"] = tt.before
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/a.css", nil))
+			if got := rec.Header()["Vary"]; strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("Vary %q → %q, want %q", tt.before, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestConditional(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, static.Config{Precompressed: true}, fixture(t))
