@@ -78,6 +78,10 @@ type Site struct {
 	Root string `yaml:"root"`
 	// Browse lists directories without an index file (with Root). Default false.
 	Browse bool `yaml:"browse"`
+	// Compress compresses responses (zstd, br, gzip, as the client accepts)
+	// of compressible types; responses already encoded pass as they are.
+	// Default true.
+	Compress *bool `yaml:"compress"`
 
 	// Canonical, if set, is the host name every other host of the site
 	// redirects to (301), e.g. www.example.org → example.org.

@@ -216,20 +216,30 @@ func (s *Server) forward(w *recorder, r *http.Request, st *reqState) {
 		a.challenge(w)
 		return
 	}
+	if st.site.maxBody > 0 && r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, st.site.maxBody)
+	}
+	if st.site.compress {
+		s.compressed.ServeHTTP(w, r)
+		return
+	}
+	s.answer(w, r)
+}
+
+// answer serves the request from its route: static files or the upstream.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
+	st := stateOf(r)
 	if st.route.static != nil {
 		s.serveStatic(w, r, st)
 		return
 	}
 	st.target = st.route.pool.pick(st.start, nil)
-	if st.site.maxBody > 0 && r.Body != nil {
-		r.Body = http.MaxBytesReader(w, r.Body, st.site.maxBody)
-	}
 	s.proxy.ServeHTTP(w, r)
 }
 
 // serveStatic answers from the route's root, its path prefix taken off.
 // Response rules and security headers apply as to an upstream's answer.
-func (s *Server) serveStatic(w *recorder, r *http.Request, st *reqState) {
+func (s *Server) serveStatic(w http.ResponseWriter, r *http.Request, st *reqState) {
 	h := w.Header()
 	securityHeaders(st.site, h)
 	for i := range st.route.respOps {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/compress"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/policy"
@@ -39,6 +40,8 @@ type Server struct {
 	tlsConf   *tls.Config
 	transport *http.Transport
 	proxy     *httputil.ReverseProxy
+	// compressed is answer with its responses compressed where they qualify.
+	compressed http.Handler
 
 	h1   *http.Server
 	h1ln *chanListener
@@ -137,6 +140,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.tlsConf = cm.TLSConfig()
 	s.transport = newTransport(cfg.Timeouts)
 	s.proxy = s.newReverseProxy(s.transport)
+	cmp, err := compress.New(compress.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("edge: compression: %w", err)
+	}
+	s.compressed = cmp.Wrap(http.HandlerFunc(s.answer))
 
 	t := cfg.Timeouts
 	s.h1 = &http.Server{

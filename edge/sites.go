@@ -26,6 +26,7 @@ type site struct {
 	hsts        string // the header value; "" = none
 	security    bool
 	maintenance bool
+	compress    bool
 }
 
 type route struct {
@@ -43,7 +44,7 @@ func newSiteTable(cfg *Config) (*siteTable, error) {
 	for i, sc := range cfg.Sites {
 		s := &site{index: i, maxBody: sc.MaxBodyBytes, canonical: normalizeHost(sc.Canonical),
 			redirects: compileRedirects(sc.Redirects), hsts: hstsValue(&cfg.Sites[i], cfg.TLS.Mode),
-			security: sc.SecurityHeaders, maintenance: sc.Maintenance}
+			security: sc.SecurityHeaders, maintenance: sc.Maintenance, compress: sc.Compress == nil || *sc.Compress}
 		if len(sc.Hosts) > 0 {
 			s.name = normalizeHost(sc.Hosts[0])
 		} else {
