@@ -99,6 +99,15 @@ type Site struct {
 	Headers HeaderRules `yaml:"headers"`
 	// Maintenance answers every request (but /.maat/) with a 503 page.
 	Maintenance bool `yaml:"maintenance"`
+	// AccessLog writes one line per request of the site, rotated and with
+	// client addresses as log.client_ip says.
+	AccessLog *AccessLog `yaml:"access_log"`
+}
+
+// AccessLog is a site's access log.
+type AccessLog struct {
+	Path   string `yaml:"path"`   // "-" = stdout
+	Format string `yaml:"format"` // combined (default; GoAccess, fail2ban) | json
 }
 
 // Route sends a path prefix to other upstreams.

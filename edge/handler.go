@@ -41,6 +41,7 @@ type reqState struct {
 	status      int
 	upstreamErr error
 	demo        bool
+	user        string // the basic-auth user, once accepted
 }
 
 type stateKey struct{}
@@ -212,9 +213,12 @@ func hostOnly(h string) string {
 // authentication (which comes after the bot policy).
 func (s *Server) forward(w *recorder, r *http.Request, st *reqState) {
 	st.route = st.site.route(r.URL.Path)
-	if a := st.route.auth; a != nil && !a.check(r) {
-		a.challenge(w)
-		return
+	if a := st.route.auth; a != nil {
+		if !a.check(r) {
+			a.challenge(w)
+			return
+		}
+		st.user, _, _ = r.BasicAuth()
 	}
 	if st.site.maxBody > 0 && r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, st.site.maxBody)
@@ -274,6 +278,13 @@ func (s *Server) finish(rt *snapshot, st *reqState, rec *recorder, r *http.Reque
 		siteName = st.site.name
 	}
 	s.metrics.requests.WithLabelValues(siteName, st.action, protoLabel(r.ProtoMajor)).Inc()
+	if st.site != nil && st.site.access != nil {
+		st.site.access.Write(&fplog.AccessRecord{
+			Time: st.start, RemoteIP: st.client, User: st.user, Method: r.Method, URI: r.RequestURI,
+			Proto: r.Proto, Status: status, Bytes: rec.bytes, Referer: r.Referer(), UserAgent: r.UserAgent(),
+			Host: r.Host, Duration: time.Since(st.start),
+		})
+	}
 	if s.fplog == nil {
 		return
 	}

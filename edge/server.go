@@ -68,6 +68,8 @@ type Server struct {
 	messages challenge.Messages
 	fplog    *fplog.Writer // nil when off
 	verifier *policy.Verifier
+	accessMu sync.Mutex
+	access   map[string]*fplog.AccessWriter // by path; kept across reloads
 	metrics  *metrics
 }
 
@@ -186,7 +188,7 @@ func certsConfig(cfg *Config) certs.Config {
 
 // newSnapshot compiles what a configuration needs per request.
 func (s *Server) newSnapshot(cfg Config) (*snapshot, error) {
-	sites, err := newSiteTable(&cfg)
+	sites, err := newSiteTable(&cfg, func(a *AccessLog) (*fplog.AccessWriter, error) { return s.accessLog(&cfg, a) })
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +237,13 @@ func (s *Server) Reload(cfg Config) error {
 			s.log.LogAttrs(context.Background(), slog.LevelError, "fplog_reopen_failed", slog.String("error", err.Error()))
 		}
 	}
+	s.accessMu.Lock()
+	for path, w := range s.access {
+		if err := w.Reopen(); err != nil {
+			s.log.LogAttrs(context.Background(), slog.LevelError, "access_log_reopen_failed", slog.String("path", path), slog.String("error", err.Error()))
+		}
+	}
+	s.accessMu.Unlock()
 	return nil
 }
 
@@ -378,6 +387,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.fplog != nil {
 		_ = s.fplog.Close() // flushes
 	}
+	s.accessMu.Lock()
+	for _, w := range s.access {
+		_ = w.Close()
+	}
+	s.accessMu.Unlock()
 	_ = s.store.Close()
 	return err
 }
@@ -427,6 +441,28 @@ func randomPrefix() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return strconv.FormatUint(uint64(binary.BigEndian.Uint32(b[:])), 36) + "-"
+}
+
+// accessLog returns the writer of an access log file, opening it once: sites
+// that share a file share its writer, and a reload keeps it.
+func (s *Server) accessLog(cfg *Config, a *AccessLog) (*fplog.AccessWriter, error) {
+	s.accessMu.Lock()
+	defer s.accessMu.Unlock()
+	if w, ok := s.access[a.Path]; ok {
+		return w, nil
+	}
+	w, err := fplog.NewAccessWriter(fplog.AccessConfig{
+		Path: a.Path, Format: a.Format, MaxSizeMB: cfg.Log.MaxSizeMB, MaxFiles: cfg.Log.MaxFiles,
+		ClientIP: cfg.Log.ClientIP, HashKey: derive(s.secret, "maat fplog client_ip"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("edge: access log: %w", err)
+	}
+	if s.access == nil {
+		s.access = map[string]*fplog.AccessWriter{}
+	}
+	s.access[a.Path] = w
+	return w, nil
 }
 
 // ReloadFile reads the configuration file again and applies it; a bad file

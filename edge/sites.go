@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/static"
 )
 
@@ -27,6 +28,7 @@ type site struct {
 	security    bool
 	maintenance bool
 	compress    bool
+	access      *fplog.AccessWriter // nil: no access log
 }
 
 type route struct {
@@ -38,13 +40,20 @@ type route struct {
 	respOps []headerOps
 }
 
-func newSiteTable(cfg *Config) (*siteTable, error) {
+func newSiteTable(cfg *Config, access func(*AccessLog) (*fplog.AccessWriter, error)) (*siteTable, error) {
 	t := &siteTable{byHost: map[string]*site{}, wildcard: map[string]*site{}}
 	pause := cfg.Timeouts.FailPause.D()
 	for i, sc := range cfg.Sites {
 		s := &site{index: i, maxBody: sc.MaxBodyBytes, canonical: normalizeHost(sc.Canonical),
 			redirects: compileRedirects(sc.Redirects), hsts: hstsValue(&cfg.Sites[i], cfg.TLS.Mode),
 			security: sc.SecurityHeaders, maintenance: sc.Maintenance, compress: sc.Compress == nil || *sc.Compress}
+		if sc.AccessLog != nil {
+			w, err := access(sc.AccessLog)
+			if err != nil {
+				return nil, err
+			}
+			s.access = w
+		}
 		if len(sc.Hosts) > 0 {
 			s.name = normalizeHost(sc.Hosts[0])
 		} else {

@@ -100,6 +100,14 @@ func (c *Config) Validate() error {
 			bad(key+".hsts.max_age", "must not be negative")
 		}
 		checkHeaders(bad, key+".headers", s.Headers)
+		if a := s.AccessLog; a != nil {
+			if a.Path == "" {
+				bad(key+".access_log.path", "a file path or \"-\" is needed")
+			}
+			if a.Format != "" && a.Format != "combined" && a.Format != "json" {
+				bad(key+".access_log.format", "want combined or json, got %q", a.Format)
+			}
+		}
 		for j, r := range s.Routes {
 			rk := fmt.Sprintf("%s.routes[%d]", key, j)
 			checkHeaders(bad, rk+".headers", r.Headers)
