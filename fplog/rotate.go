@@ -20,8 +20,8 @@ const rotatedLayout = "2006-01-02T15-04-05.000"
 
 // open opens the log file for appending. It runs in the writing goroutine,
 // or in start before that goroutine runs.
-func (s *sink[E]) open() error {
-	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+func (w *sink[E]) open() error {
+	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
 		return fmt.Errorf("fplog: %w", err)
 	}
@@ -30,25 +30,25 @@ func (s *sink[E]) open() error {
 		f.Close()
 		return fmt.Errorf("fplog: %w", err)
 	}
-	s.file, s.out, s.size = f, f, info.Size()
+	w.file, w.out, w.size = f, f, info.Size()
 	return nil
 }
 
 // rotate renames the full log file aside, opens a new one and hands the old
 // one to the compressor.
-func (s *sink[E]) rotate() error {
-	err := s.flush()
-	err = errors.Join(err, s.file.Close())
-	name := s.rotatedName(time.Now())
-	if rerr := os.Rename(s.path, name); rerr != nil {
+func (w *sink[E]) rotate() error {
+	err := w.flush()
+	err = errors.Join(err, w.file.Close())
+	name := w.rotatedName(time.Now())
+	if rerr := os.Rename(w.path, name); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("fplog: rotate: %w", rerr))
 		name = ""
 	}
-	if oerr := s.open(); oerr != nil {
+	if oerr := w.open(); oerr != nil {
 		return errors.Join(err, oerr)
 	}
 	if name != "" {
-		s.rotated <- name
+		w.rotated <- name
 	}
 	return err
 }
@@ -62,8 +62,8 @@ func splitPath(path string) (stem, ext string) {
 
 // rotatedName returns a name for the file rotated at t that no file, plain
 // or compressed, has yet.
-func (s *sink[E]) rotatedName(t time.Time) string {
-	stem, ext := splitPath(s.path)
+func (w *sink[E]) rotatedName(t time.Time) string {
+	stem, ext := splitPath(w.path)
 	t = t.UTC()
 	for {
 		name := stem + t.Format(rotatedLayout) + ext
@@ -81,17 +81,17 @@ func exists(name string) bool {
 
 // compressor gzips the rotated files, one after another, and removes the
 // oldest beyond the number kept.
-func (s *sink[E]) compressor() {
-	defer close(s.compDone)
-	if err := errors.Join(s.compressLeftovers(), s.prune()); err != nil {
-		s.setErr(err)
+func (w *sink[E]) compressor() {
+	defer close(w.compDone)
+	if err := errors.Join(w.compressLeftovers(), w.prune()); err != nil {
+		w.setErr(err)
 	}
-	for name := range s.rotated {
+	for name := range w.rotated {
 		if err := compress(name); err != nil {
-			s.setErr(err)
+			w.setErr(err)
 		}
-		if err := s.prune(); err != nil {
-			s.setErr(err)
+		if err := w.prune(); err != nil {
+			w.setErr(err)
 		}
 	}
 }
@@ -137,8 +137,8 @@ func compress(name string) (err error) {
 
 // rotatedFiles lists the rotated files of the log, plain and gzipped,
 // grouped by rotation time, and the times from the oldest.
-func (s *sink[E]) rotatedFiles() (map[string][]string, []string, error) {
-	stem, ext := splitPath(s.path)
+func (w *sink[E]) rotatedFiles() (map[string][]string, []string, error) {
+	stem, ext := splitPath(w.path)
 	dir, prefix := filepath.Split(stem)
 	if dir == "" {
 		dir = "."
@@ -176,8 +176,8 @@ func (s *sink[E]) rotatedFiles() (map[string][]string, []string, error) {
 
 // compressLeftovers compresses the rotated files that a previous process
 // left plain (it stopped while compressing).
-func (s *sink[E]) compressLeftovers() error {
-	byTime, times, err := s.rotatedFiles()
+func (w *sink[E]) compressLeftovers() error {
+	byTime, times, err := w.rotatedFiles()
 	if err != nil {
 		return fmt.Errorf("fplog: %w", err)
 	}
@@ -191,13 +191,13 @@ func (s *sink[E]) compressLeftovers() error {
 }
 
 // prune removes the oldest rotated files beyond the number kept.
-func (s *sink[E]) prune() error {
-	byTime, times, err := s.rotatedFiles()
+func (w *sink[E]) prune() error {
+	byTime, times, err := w.rotatedFiles()
 	if err != nil {
 		return fmt.Errorf("fplog: prune: %w", err)
 	}
 	var errs []error
-	for _, ts := range times[:max(0, len(times)-s.keep)] {
+	for _, ts := range times[:max(0, len(times)-w.keep)] {
 		for _, name := range byTime[ts] {
 			if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("fplog: prune: %w", err))

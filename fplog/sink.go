@@ -95,29 +95,29 @@ type control struct {
 
 // start opens the output of validated settings and starts the writing
 // goroutine (and the compressor, for a file).
-func (s *sink[E]) start(c settings, encode func(b []byte, e *E) []byte) error {
-	s.encode = encode
-	s.maxSize = int64(orDefault(c.maxSizeMB, DefaultMaxSizeMB)) << 20
-	s.keep = orDefault(c.maxFiles, DefaultMaxFiles)
-	s.queue = make(chan E, orDefault(c.queueSize, DefaultQueueSize))
-	s.control = make(chan control)
-	s.done = make(chan struct{})
+func (w *sink[E]) start(c settings, encode func(b []byte, e *E) []byte) error {
+	w.encode = encode
+	w.maxSize = int64(orDefault(c.maxSizeMB, DefaultMaxSizeMB)) << 20
+	w.keep = orDefault(c.maxFiles, DefaultMaxFiles)
+	w.queue = make(chan E, orDefault(c.queueSize, DefaultQueueSize))
+	w.control = make(chan control)
+	w.done = make(chan struct{})
 	switch {
 	case c.output != nil:
-		s.out = c.output
+		w.out = c.output
 	case c.path == "-":
-		s.out = os.Stdout
+		w.out = os.Stdout
 	default:
-		s.path = c.path
-		if err := s.open(); err != nil {
+		w.path = c.path
+		if err := w.open(); err != nil {
 			return err
 		}
-		s.rotated = make(chan string, 64)
-		s.compDone = make(chan struct{})
-		go s.compressor()
+		w.rotated = make(chan string, 64)
+		w.compDone = make(chan struct{})
+		go w.compressor()
 	}
-	s.batch = make([]byte, 0, bufferBytes)
-	go s.run()
+	w.batch = make([]byte, 0, bufferBytes)
+	go w.run()
 	return nil
 }
 
@@ -132,94 +132,94 @@ func orDefault[T comparable](v, def T) T {
 
 // put queues a copy of *e, or drops it (and counts it) if the queue is full
 // or the log closed. It never blocks.
-func (s *sink[E]) put(e *E) {
-	if s.closed.Load() {
-		s.dropped.Add(1)
+func (w *sink[E]) put(e *E) {
+	if w.closed.Load() {
+		w.dropped.Add(1)
 		return
 	}
 	select {
-	case s.queue <- *e:
+	case w.queue <- *e:
 	default:
-		s.dropped.Add(1)
+		w.dropped.Add(1)
 	}
 }
 
 // Written returns the number of lines the file or output has taken.
-func (s *sink[E]) Written() uint64 { return s.written.Load() }
+func (w *sink[E]) Written() uint64 { return w.written.Load() }
 
 // Dropped returns the number of records lost: the queue was full, the
 // Writer closed, or the output failed.
-func (s *sink[E]) Dropped() uint64 { return s.dropped.Load() }
+func (w *sink[E]) Dropped() uint64 { return w.dropped.Load() }
 
 // Err returns the most recent error of writing, rotating or compressing, or
 // nil. Such errors drop lines; they do not stop the Writer.
-func (s *sink[E]) Err() error {
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	return s.err
+func (w *sink[E]) Err() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	return w.err
 }
 
-func (s *sink[E]) setErr(err error) {
-	s.errMu.Lock()
-	s.err = err
-	s.errMu.Unlock()
+func (w *sink[E]) setErr(err error) {
+	w.errMu.Lock()
+	w.err = err
+	w.errMu.Unlock()
 }
 
 // Reopen closes and reopens the log file, after an external tool (logrotate)
 // has moved it away; queued records go to the old file first. It does
 // nothing for the standard output or an io.Writer.
-func (s *sink[E]) Reopen() error {
-	if s.path == "" {
+func (w *sink[E]) Reopen() error {
+	if w.path == "" {
 		return nil
 	}
-	return s.send(control{})
+	return w.send(control{})
 }
 
 // Close writes the queued records, flushes them, closes the file and waits
 // for the compression of rotated files. Records written after Close are
 // dropped.
-func (s *sink[E]) Close() error {
-	if s.closed.Swap(true) {
+func (w *sink[E]) Close() error {
+	if w.closed.Swap(true) {
 		return ErrClosed
 	}
-	return s.send(control{close: true})
+	return w.send(control{close: true})
 }
 
-func (s *sink[E]) send(c control) error {
+func (w *sink[E]) send(c control) error {
 	c.reply = make(chan error, 1)
 	select {
-	case s.control <- c:
+	case w.control <- c:
 		return <-c.reply
-	case <-s.done:
+	case <-w.done:
 		return ErrClosed
 	}
 }
 
 // run is the writing goroutine.
-func (s *sink[E]) run() {
-	defer close(s.done)
+func (w *sink[E]) run() {
+	defer close(w.done)
 	for {
 		select {
-		case e := <-s.queue:
-			s.write(&e)
-			s.drain(len(s.queue))
-			if len(s.queue) == 0 {
-				s.flush()
+		case e := <-w.queue:
+			w.write(&e)
+			w.drain(len(w.queue))
+			if len(w.queue) == 0 {
+				w.flush()
 			}
-		case c := <-s.control:
-			s.drain(len(s.queue))
-			err := s.flush()
+		case c := <-w.control:
+			w.drain(len(w.queue))
+			err := w.flush()
 			if !c.close {
-				if s.file != nil {
-					err = errors.Join(err, s.file.Close())
+				if w.file != nil {
+					err = errors.Join(err, w.file.Close())
 				}
-				c.reply <- errors.Join(err, s.open())
+				c.reply <- errors.Join(err, w.open())
 				continue
 			}
-			if s.file != nil {
-				err = errors.Join(err, s.file.Close())
-				close(s.rotated)
-				<-s.compDone
+			if w.file != nil {
+				err = errors.Join(err, w.file.Close())
+				close(w.rotated)
+				<-w.compDone
 			}
 			c.reply <- err
 			return
@@ -228,11 +228,11 @@ func (s *sink[E]) run() {
 }
 
 // drain writes up to n queued entries.
-func (s *sink[E]) drain(n int) {
+func (w *sink[E]) drain(n int) {
 	for range n {
 		select {
-		case e := <-s.queue:
-			s.write(&e)
+		case e := <-w.queue:
+			w.write(&e)
 		default:
 			return
 		}
@@ -241,35 +241,35 @@ func (s *sink[E]) drain(n int) {
 
 // flush writes the batch to the output. Lines count as written once the
 // output took them, and as dropped if it failed.
-func (s *sink[E]) flush() error {
-	if len(s.batch) == 0 {
+func (w *sink[E]) flush() error {
+	if len(w.batch) == 0 {
 		return nil
 	}
-	_, err := s.out.Write(s.batch)
+	_, err := w.out.Write(w.batch)
 	if err != nil {
 		err = fmt.Errorf("fplog: write: %w", err)
-		s.setErr(err)
-		s.dropped.Add(s.pending)
+		w.setErr(err)
+		w.dropped.Add(w.pending)
 	} else {
-		s.written.Add(s.pending)
+		w.written.Add(w.pending)
 	}
-	s.batch, s.pending = s.batch[:0], 0
+	w.batch, w.pending = w.batch[:0], 0
 	return err
 }
 
 // write encodes one entry and writes its line, rotating the file first if
 // the line would make it larger than the limit.
-func (s *sink[E]) write(e *E) {
-	s.line = append(s.encode(s.line[:0], e), '\n')
-	if s.file != nil && s.size > 0 && s.size+int64(len(s.line)) > s.maxSize {
-		if err := s.rotate(); err != nil {
-			s.setErr(err)
+func (w *sink[E]) write(e *E) {
+	w.line = append(w.encode(w.line[:0], e), '\n')
+	if w.file != nil && w.size > 0 && w.size+int64(len(w.line)) > w.maxSize {
+		if err := w.rotate(); err != nil {
+			w.setErr(err)
 		}
 	}
-	s.batch = append(s.batch, s.line...)
-	s.pending++
-	s.size += int64(len(s.line))
-	if len(s.batch) >= bufferBytes {
-		s.flush()
+	w.batch = append(w.batch, w.line...)
+	w.pending++
+	w.size += int64(len(w.line))
+	if len(w.batch) >= bufferBytes {
+		w.flush()
 	}
 }
