@@ -169,6 +169,13 @@ type ChallengeConfig struct {
 	SecretFile string   `yaml:"secret_file"` // HMAC key; generated on first start; "" = random per process
 	PassTTL    Duration `yaml:"pass_ttl"`    // default 24h
 	Bind       []string `yaml:"bind"`        // ip_prefix, ja4; default both
+	// TemplateDir holds *.html templates and a static/ folder that replace
+	// the built-in look of the challenge, deny and error pages (logo,
+	// colours); "" = the built-in pages.
+	TemplateDir string `yaml:"template_dir"`
+	// Contact and PolicyURL are shown on failure pages.
+	Contact   string `yaml:"contact"`
+	PolicyURL string `yaml:"policy_url"`
 }
 
 // StoreConfig chooses the shared-state store.

@@ -3,6 +3,8 @@ package edge
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -153,5 +155,27 @@ func TestHeaderRulesReachUpstream(t *testing.T) {
 	}
 	if _, err := ParseConfig("c", []byte("sites: [{hosts: [a], upstream: 'http://127.0.0.1:1', routes: [{path: /x/, upstream: 'http://127.0.0.1:1', basic_auth: {users: {bob: plaintext}}}]}]\n")); err == nil || !strings.Contains(err.Error(), "bcrypt") {
 		t.Errorf("a plaintext password was accepted: %v", err)
+	}
+}
+
+// TestOperatorPages: the operator's templates, contact and policy link show
+// on the pages the edge serves (here a deny page for an AI crawler).
+func TestOperatorPages(t *testing.T) {
+	t.Parallel()
+	up := echoUpstream(t, "a")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "brand.html"), []byte(`{{define "brand"}}<p class="brand">ACME Wiki</p>{{end}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := startEdge(t, "challenge: {template_dir: "+dir+", contact: wiki-admin@acme.test, policy_url: /about/bots}\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	res, body := get(t, e.client(t, "h2"), e.url("/"), "User-Agent", gptUA, "Accept", "text/html", "Sec-Fetch-Mode", "navigate")
+	if res.StatusCode != 403 {
+		t.Fatalf("GPTBot: %d", res.StatusCode)
+	}
+	for _, want := range []string{"ACME Wiki", "wiki-admin@acme.test", `href="/about/bots"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("deny page lacks %q:\n%s", want, body)
+		}
 	}
 }

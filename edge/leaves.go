@@ -109,6 +109,9 @@ func (s *Server) newChallenger(cfg *Config, version string) (*challenge.Challeng
 		Bind:          bind,
 		PolicyVersion: version,
 		Messages:      s.messages,
+		TemplateDir:   cfg.Challenge.TemplateDir,
+		Contact:       cfg.Challenge.Contact,
+		PolicyURL:     cfg.Challenge.PolicyURL,
 		OnPass: func(_ *http.Request, sp challenge.Spec, solve time.Duration) {
 			s.metrics.challenges.WithLabelValues("passed", sp.Algorithm).Inc()
 			s.metrics.solve.Observe(solve.Seconds())
