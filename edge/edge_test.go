@@ -339,3 +339,14 @@ func newUpstream(t *testing.T, f http.HandlerFunc) string {
 	t.Cleanup(up.Close)
 	return up.URL
 }
+
+func TestUpstreamBasePath(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 1)
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { got <- r.URL.EscapedPath() + "?" + r.URL.RawQuery })
+	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up+"/base/}]\n")
+	get(t, e.client(t, "h1"), e.url("/a%2Fb/c?q=1"))
+	if p := <-got; p != "/base/a%2Fb/c?q=1" {
+		t.Errorf("upstream saw %q, want /base/a%%2Fb/c?q=1", p)
+	}
+}

@@ -48,12 +48,7 @@ func (s *Server) newReverseProxy(tr http.RoundTripper) *httputil.ReverseProxy {
 // rewrite builds the upstream request (DESIGN.md "Headers to the upstream").
 func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	st := stateOf(pr.In)
-	t := st.target.url
-	pr.Out.URL.Scheme = t.Scheme
-	pr.Out.URL.Host = t.Host
-	if t.Path != "" && t.Path != "/" {
-		pr.Out.URL.Path, pr.Out.URL.RawPath = joinURLPath(t.Path, pr.In.URL)
-	}
+	pr.SetURL(st.target.url) // joins an upstream's base path with the request's, escaping kept
 	pr.Out.Host = pr.In.Host // the upstream sees the site's name, as behind Caddy
 	h := pr.Out.Header
 	for k := range h { // every client-sent X-Maat-* goes, whatever its case
@@ -97,12 +92,6 @@ func securityHeaders(site *site, h http.Header) {
 	if _, ok := h["Referrer-Policy"]; !ok {
 		h["Referrer-Policy"] = []string{"strict-origin-when-cross-origin"}
 	}
-}
-
-func joinURLPath(base string, u interface{ EscapedPath() string }) (string, string) {
-	p := u.EscapedPath()
-	b := strings.TrimSuffix(base, "/")
-	return b + p, ""
 }
 
 // upstreamResponse marks the address healthy.
