@@ -409,8 +409,6 @@ func (r *recorder) Flush() { _ = http.NewResponseController(r.ResponseWriter).Fl
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-func itoa(n int) string { return strconv.Itoa(n) }
-
 // demoHeaders tells the demo upstream what the edge saw; only `edge demo`
 // sends these (DESIGN.md's contract headers are sent always).
 func demoHeaders(h http.Header, r *http.Request, st *reqState) {

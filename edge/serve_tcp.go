@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 
@@ -268,14 +269,18 @@ func (s *Server) answerPlainHTTP(c net.Conn, first []byte) {
 			host = net.JoinHostPort(host, port)
 		}
 		loc := "https://" + host + req.URL.RequestURI()
-		_, _ = io.WriteString(c, "HTTP/1.1 301 Moved Permanently\r\nLocation: "+loc+
-			"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: "+
-			itoa(len(loc)+38)+"\r\n\r\nThis port speaks HTTPS. Try instead: "+loc+"\n")
+		writePlain(c, "301 Moved Permanently", "Location: "+loc+"\r\n", "This port speaks HTTPS. Try instead: "+loc+"\n")
 		return
 	}
-	const msg = "This port speaks HTTPS, not plain HTTP. Use an https:// URL.\n"
-	_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: "+
-		itoa(len(msg))+"\r\n\r\n"+msg)
+	writePlain(c, "400 Bad Request", "", "This port speaks HTTPS, not plain HTTP. Use an https:// URL.\n")
+}
+
+// writePlain writes a whole HTTP/1.1 response with a text body and closes
+// the exchange.
+func writePlain(c net.Conn, status, extra, body string) {
+	_, _ = io.WriteString(c, "HTTP/1.1 "+status+"\r\n"+extra+
+		"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: "+
+		strconv.Itoa(len(body))+"\r\n\r\n"+body)
 }
 
 func netipPrefix(p Prefix) netip.Prefix { return netip.Prefix(p) }
