@@ -182,11 +182,20 @@ func (b *basicAuth) challenge(w http.ResponseWriter) {
 	_, _ = w.Write([]byte("401 Unauthorized: this part of the site needs a user name and password.\n"))
 }
 
-// canonicalURL is the https URL of r on host, with the edge's port when it
-// is not 443.
-func (s *Server) canonicalURL(host string, r *http.Request) string {
+// httpsURL is the https URL of r on host, with the edge's port when it is
+// not 443. Port 80's redirect, the plain-HTTP answer on the TLS port and the
+// canonical-host redirect all use it.
+func (s *Server) httpsURL(host string, r *http.Request) string {
 	if _, port, _ := net.SplitHostPort(s.addrs.HTTPS); port != "" && port != "443" {
 		host = net.JoinHostPort(host, port)
 	}
 	return "https://" + host + r.URL.RequestURI()
+}
+
+// hostOnly drops the port of a Host header value, if it has one.
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	return h
 }

@@ -3,7 +3,6 @@ package edge
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -183,7 +182,7 @@ func (s *Server) siteAnswers(rt *snapshot, w *recorder, r *http.Request, st *req
 	site := st.site
 	if site.canonical != "" && normalizeHost(hostOnly(r.Host)) != site.canonical {
 		st.action = actAllow
-		http.Redirect(w, r, s.canonicalURL(site.canonical, r), http.StatusMovedPermanently)
+		http.Redirect(w, r, s.httpsURL(site.canonical, r), http.StatusMovedPermanently)
 		return true
 	}
 	for i := range site.redirects {
@@ -200,13 +199,6 @@ func (s *Server) siteAnswers(rt *snapshot, w *recorder, r *http.Request, st *req
 		return true
 	}
 	return false
-}
-
-func hostOnly(h string) string {
-	if host, _, err := net.SplitHostPort(h); err == nil {
-		return host
-	}
-	return h
 }
 
 // forward sends the request to the route's upstream, after its basic

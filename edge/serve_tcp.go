@@ -255,22 +255,12 @@ func (s *Server) answerPlainHTTP(c net.Conn, first []byte) {
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(first), io.LimitReader(c, 16<<10)), 4096)
 	req, err := http.ReadRequest(br)
-	host := ""
-	if err == nil {
-		host = req.Host
-	}
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	_, port, _ := net.SplitHostPort(s.addrs.HTTPS)
-	if err == nil && host != "" && s.rt.Load().sites.lookup(host) != nil &&
-		(req.Method == http.MethodGet || req.Method == http.MethodHead) {
-		if port != "443" {
-			host = net.JoinHostPort(host, port)
+	if err == nil && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
+		if host := hostOnly(req.Host); host != "" && s.rt.Load().sites.lookup(host) != nil {
+			loc := s.httpsURL(host, req)
+			writePlain(c, "301 Moved Permanently", "Location: "+loc+"\r\n", "This port speaks HTTPS. Try instead: "+loc+"\n")
+			return
 		}
-		loc := "https://" + host + req.URL.RequestURI()
-		writePlain(c, "301 Moved Permanently", "Location: "+loc+"\r\n", "This port speaks HTTPS. Try instead: "+loc+"\n")
-		return
 	}
 	writePlain(c, "400 Bad Request", "", "This port speaks HTTPS, not plain HTTP. Use an https:// URL.\n")
 }

@@ -417,22 +417,16 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // redirectHTTPS answers port 80: a redirect to the same URL over https.
 func (s *Server) redirectHTTPS(w http.ResponseWriter, r *http.Request) {
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
+	host := hostOnly(r.Host)
 	if host == "" || s.rt.Load().sites.lookup(host) == nil {
 		http.Error(w, "unknown site", http.StatusMisdirectedRequest)
 		return
-	}
-	if _, port, _ := net.SplitHostPort(s.addrs.HTTPS); port != "443" {
-		host = net.JoinHostPort(host, port)
 	}
 	status := http.StatusMovedPermanently
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		status = http.StatusPermanentRedirect // keeps the method and body
 	}
-	http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), status)
+	http.Redirect(w, r, s.httpsURL(host, r), status)
 }
 
 // randomPrefix returns 6 random base-32 characters and a dash, so request

@@ -2,7 +2,6 @@ package edge
 
 import (
 	"fmt"
-	"net"
 	"strings"
 
 	"github.com/maatproxy/maat/fplog"
@@ -126,10 +125,7 @@ func sortRoutes(rs []*route) {
 
 // lookup finds the site for a Host header value (with or without port).
 func (t *siteTable) lookup(host string) *site {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	host = normalizeHost(hostOnly(host))
 	if s, ok := t.byHost[host]; ok {
 		return s
 	}
