@@ -45,7 +45,7 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 		MaxHeaderBytes: 1 << 20,
 		IdleTimeout:    s.base.Timeouts.Idle.D(),
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
-			return httpfp.NewH3Context(withConnInfo(ctx, &connInfo{quic: c}), c)
+			return httpfp.NewH3Context(ctx, c) // the tlsfp Capture is in ctx already
 		},
 	}
 	s.addrs.HTTP3 = udp.LocalAddr().String()

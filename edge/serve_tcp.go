@@ -17,7 +17,6 @@ import (
 
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/tlsfp"
-	"github.com/quic-go/quic-go"
 	"golang.org/x/net/http2"
 )
 
@@ -74,7 +73,6 @@ func (s *Server) handleTLS(c net.Conn) {
 	}
 	s.metrics.handshakes.WithLabelValues("ok", "tcp").Inc()
 	st := tc.ConnectionState()
-	info := &connInfo{tls: st, fp: tlsfp.ConnOf(c)}
 	hcfg := httpfp.Config{JA4H: s.rt.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: s.h1.MaxHeaderBytes}
 	switch st.NegotiatedProtocol {
 	case "h2":
@@ -82,7 +80,7 @@ func (s *Server) handleTLS(c net.Conn) {
 		defer s.h2conns.Done()
 		hc := httpfp.NewConn(tc, httpfp.H2, hcfg)
 		s.h2.ServeConn(hc, &http2.ServeConnOpts{
-			Context:    httpfp.NewContext(withConnInfo(s.bg, info), hc),
+			Context:    connContext(s.bg, hc),
 			BaseConfig: s.h1,
 			Handler:    s.h1.Handler,
 		})
@@ -94,7 +92,7 @@ func (s *Server) handleTLS(c net.Conn) {
 		_ = tc.Close() // the TLS-ALPN-01 answer was the handshake itself
 	default:
 		hc := httpfp.NewConn(tc, httpfp.H1, hcfg)
-		if !s.h1ln.push(&infoConn{Conn: hc, info: info, fp: hc}) {
+		if !s.h1ln.push(hc) {
 			_ = tc.Close()
 		}
 	}
@@ -106,8 +104,8 @@ func (s *Server) connState(c net.Conn, st http.ConnState) {
 	if st != http.StateClosed && st != http.StateHijacked {
 		return
 	}
-	if ic, ok := c.(*infoConn); ok && ic.fp != nil {
-		if err := ic.fp.Err(); err != nil {
+	if hc, ok := c.(*httpfp.Conn); ok {
+		if err := hc.Err(); err != nil {
 			s.log.LogAttrs(context.Background(), slog.LevelInfo, "http1_fingerprint_failed",
 				slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error()))
 		}
@@ -129,48 +127,19 @@ func (s *Server) helloError(remote net.Addr, err error) {
 		slog.String("remote", remote.String()), slog.String("error", err.Error()))
 }
 
-// connInfo is what the edge knows about a connection; it travels in the
-// connection's context.
-type connInfo struct {
-	tls  tls.ConnectionState
-	fp   tlsfp.Source // nil if the hello was not fingerprinted
-	quic *quic.Conn   // HTTP/3: the state is read when a request needs it
-}
-
-func (ci *connInfo) tlsState() *tls.ConnectionState {
-	if ci.quic != nil {
-		st := ci.quic.ConnectionState().TLS
-		return &st
-	}
-	return &ci.tls
-}
-
-type connInfoKey struct{}
-
-func withConnInfo(ctx context.Context, ci *connInfo) context.Context {
-	if ci.fp != nil {
-		ctx = tlsfp.NewContext(ctx, ci.fp)
-	}
-	return context.WithValue(ctx, connInfoKey{}, ci)
-}
-
-func connInfoFrom(ctx context.Context) *connInfo {
-	ci, _ := ctx.Value(connInfoKey{}).(*connInfo)
-	return ci
-}
-
-// infoConn carries connInfo to http.Server.ConnContext.
-type infoConn struct {
-	net.Conn
-	info *connInfo
-	fp   *httpfp.Conn
-}
-
+// connContext puts a connection's fingerprints in its context: the TLS
+// hello's (tlsfp, found under the httpfp tap) and the header capture
+// (httpfp). It is http.Server.ConnContext for HTTP/1 and the base of each
+// HTTP/2 connection's context.
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if ic, ok := c.(*infoConn); ok {
-		return httpfp.NewContext(withConnInfo(ctx, ic.info), ic.fp)
+	hc, ok := c.(*httpfp.Conn)
+	if !ok {
+		return ctx
 	}
-	return ctx
+	if fc := tlsfp.ConnOf(hc); fc != nil {
+		ctx = tlsfp.NewContext(ctx, fc)
+	}
+	return httpfp.NewContext(ctx, hc)
 }
 
 // chanListener feeds handshaken HTTP/1 connections to an http.Server.
@@ -238,6 +207,10 @@ func (c *recordingConn) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// NetConn returns the connection under the recorder, so that
+// tlsfp.ConnOf finds the fingerprinting connection beneath it.
+func (c *recordingConn) NetConn() net.Conn { return c.Conn }
 
 // stop ends recording and returns what was recorded.
 func (c *recordingConn) stop() []byte {
