@@ -72,9 +72,11 @@ var errNoHello = errors.New("tlsfp: no ClientHelloInfo")
 // FromClientHelloInfo computes the fingerprint of the hello crypto/tls
 // parsed into chi, for QUIC if quic is set. crypto/tls keeps the cipher
 // suites and extension types in wire order, GREASE included, so the result
-// equals that of [ParseHandshake] on the same bytes. One difference in
+// equals that of [ParseHandshake] on the same bytes. Two differences in
 // input: without supported_versions, crypto/tls reports the versions up to
-// legacy_version instead of legacy_version itself; the highest is the same.
+// legacy_version instead of legacy_version itself (the highest is the
+// same); with it, legacy_version is not reported and taken as TLS 1.2, as
+// RFC 8446 requires.
 func FromClientHelloInfo(chi *tls.ClientHelloInfo, quic bool) (*Fingerprint, error) {
 	if chi == nil {
 		return nil, errNoHello
@@ -87,6 +89,10 @@ func FromClientHelloInfo(chi *tls.ClientHelloInfo, quic bool) (*Fingerprint, err
 	}
 	if h.has(extSupportedVersions) {
 		h.SupportedVersions = chi.SupportedVersions
+		// crypto/tls does not report legacy_version; a client sending
+		// supported_versions sets it to TLS 1.2 (RFC 8446 §4.1.2), and
+		// JA4 falls back to it when the list holds only GREASE.
+		h.Version = tls.VersionTLS12
 	} else if len(chi.SupportedVersions) > 0 {
 		h.Version = slices.Max(chi.SupportedVersions)
 	}

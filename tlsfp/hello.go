@@ -313,8 +313,9 @@ type assembler struct {
 }
 
 // scan continues over b (which extends the b of earlier calls) and returns
-// the end of the last record holding the hello, or 0 if more bytes are
-// needed. max bounds the handshake message, header included.
+// the end of the hello's last byte, or 0 if more bytes are needed. The
+// record holding that byte may go on past it, in bytes not read yet. max
+// bounds the handshake message, header included.
 func (a *assembler) scan(b []byte, max int) (int, error) {
 	for {
 		if a.recEnd == 0 {
@@ -357,7 +358,7 @@ func (a *assembler) scan(b []byte, max int) (int, error) {
 			a.have += take
 			a.off += take
 			if a.have == a.msgLen {
-				return a.recEnd, nil
+				return a.off, nil
 			}
 		} else {
 			a.off += avail
@@ -370,18 +371,20 @@ func (a *assembler) scan(b []byte, max int) (int, error) {
 }
 
 // message returns the handshake message held by the records in b, which
-// scan found complete. A message within one record is returned in place;
-// otherwise the fragments are copied together.
+// ends where scan found the hello complete (the last record may be cut
+// there). A message within one record is returned in place; otherwise the
+// fragments are copied together.
 func (a *assembler) message(b []byte) []byte {
 	if a.records == 1 {
 		return b[recordHeaderLen : recordHeaderLen+a.msgLen]
 	}
 	msg := make([]byte, 0, a.msgLen)
-	for s := cryptobyte.String(b); len(msg) < a.msgLen; {
-		var frag cryptobyte.String
-		s.Skip(3)
-		s.ReadUint16LengthPrefixed(&frag)
+	for p := 0; len(msg) < a.msgLen; {
+		n := int(b[p+3])<<8 | int(b[p+4])
+		p += recordHeaderLen
+		frag := b[p:min(p+n, len(b))]
 		msg = append(msg, frag[:min(len(frag), a.msgLen-len(msg))]...)
+		p += n
 	}
 	return msg
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
+	"slices"
 	"testing"
 
 	"golang.org/x/crypto/cryptobyte"
@@ -124,6 +126,20 @@ func TestFingerprintSynthetic(t *testing.T) {
 			spec: spec{version: 0x0303, noExts: true},
 			ja4:  "t12i000000_000000000000_000000000000", ja4r: "t12i000000__",
 			ja4o: "t12i000000_000000000000_000000000000", ja4ro: "t12i000000__",
+			version: "1.2",
+		},
+		{
+			// JA4 takes the highest listed version, even an unknown one,
+			// and legacy_version only when the list has none but GREASE.
+			name:    "supported_versions of zero",
+			spec:    spec{version: 0x0303, ciphers: []uint16{0x1301}, exts: []ext{versions(0x0000)}},
+			ja4r:    "t00i010100_1301_002b",
+			version: "",
+		},
+		{
+			name:    "supported_versions of GREASE only",
+			spec:    spec{version: 0x0303, ciphers: []uint16{0x1301}, exts: []ext{versions(0x0a0a)}},
+			ja4r:    "t12i010100_1301_002b",
 			version: "1.2",
 		},
 		{
@@ -331,6 +347,61 @@ func TestRecordSplits(t *testing.T) {
 			}
 			if got, want := h.Fingerprint(false).JA4RO, want.Fingerprint(false).JA4RO; got != want {
 				t.Errorf("JA4_ro = %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestHelloInsideLongerRecord: a record may go on after the hello's last
+// byte, in bytes not sent yet. The hello is complete at its last byte, from
+// one record or several.
+func TestHelloInsideLongerRecord(t *testing.T) {
+	t.Parallel()
+	v := loadVectors(t)[0]
+	want, err := ParseHandshake(v.handshake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// longer declares 50 more bytes in the last record than b holds.
+	longer := func(b []byte, lastHeader int) []byte {
+		n := int(b[lastHeader+3])<<8 | int(b[lastHeader+4]) + 50
+		b[lastHeader+3], b[lastHeader+4] = byte(n>>8), byte(n)
+		return slices.Clip(b) // nothing past the hello, not even capacity
+	}
+	one := records(v.handshake, 1<<14)
+	two := records(v.handshake, 3, 1<<14)
+	for name, rec := range map[string][]byte{
+		"one record":  longer(one, 0),
+		"two records": longer(two, recordHeaderLen+3),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h, err := ParseRecords(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := h.Fingerprint(false).JA4RO, want.Fingerprint(false).JA4RO; got != want {
+				t.Errorf("JA4_ro = %s, want %s", got, want)
+			}
+			// Through the listener, byte by byte, without the rest of
+			// the record.
+			client, server := net.Pipe()
+			defer client.Close()
+			c := newConn(server, &Config{})
+			defer c.Close()
+			go func() {
+				for i := range rec {
+					if _, err := client.Write(rec[i : i+1]); err != nil {
+						return
+					}
+				}
+			}()
+			got := make([]byte, len(rec))
+			if _, err := io.ReadFull(c, got); err != nil {
+				t.Fatal(err)
+			}
+			if fp := c.Fingerprint(); fp == nil || fp.JA4RO != want.Fingerprint(false).JA4RO {
+				t.Errorf("listener: fingerprint %+v (%v)", fp, c.Err())
 			}
 		})
 	}

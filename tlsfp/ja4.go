@@ -201,15 +201,17 @@ func sortUint16s(vs []uint16) {
 }
 
 // maxVersion is the highest non-GREASE value of supported_versions, or
-// legacy_version when there is none (JA4: "TLS Version").
+// legacy_version when there is none (JA4: "TLS Version"). A list of zeros
+// gives zero ("00"), not legacy_version.
 func (h *Hello) maxVersion() uint16 {
 	var v uint16
+	found := false
 	for _, x := range h.SupportedVersions {
-		if !IsGREASE(x) && x > v {
-			v = x
+		if !IsGREASE(x) {
+			v, found = max(v, x), true
 		}
 	}
-	if v == 0 {
+	if !found {
 		v = h.Version
 	}
 	return v

@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -213,6 +214,12 @@ func FuzzDifferential(f *testing.F) {
 		if h.SupportedVersions == nil && (h.Version < tls.VersionTLS10 || h.Version > tls.VersionTLS13) {
 			// Without supported_versions crypto/tls reports the versions it
 			// supports up to legacy_version, not legacy_version itself.
+			return
+		}
+		if h.SupportedVersions != nil && h.Version != tls.VersionTLS12 &&
+			!slices.ContainsFunc(h.SupportedVersions, func(v uint16) bool { return !tlsfp.IsGREASE(v) }) {
+			// With it, crypto/tls does not report legacy_version, which
+			// JA4 falls back to when the list holds only GREASE.
 			return
 		}
 		client, server := net.Pipe()
