@@ -12,33 +12,81 @@ import (
 )
 
 // BenchmarkFingerprint measures parsing a Chrome ClientHello and computing
-// all four JA4 variants. Budget: 2 µs and a handful of allocations.
+// all four JA4 variants, the listener's path. Budget: 2 µs and a handful of
+// allocations.
+//
+// Parts of the fingerprint are cached across connections (see cache). So that the
+// cache does not flatter the figure, "chrome133-pq" cycles through 64
+// distinct hellos of the utls Chrome parrot, each with its own extension
+// order as Chrome sends them; "unseen" also rewrites a cipher suite and a
+// signature algorithm of every hello, so that no hash part was seen before:
+// the cost of a client new to the cache.
 func BenchmarkFingerprint(b *testing.B) {
-	pq, err := testclient.HelloMessage(utls.HelloChrome_133, "www.example.org")
-	if err != nil {
-		b.Fatal(err)
+	var chrome [][]byte
+	for range 64 {
+		msg, err := testclient.HelloMessage(utls.HelloChrome_133, "www.example.org")
+		if err != nil {
+			b.Fatal(err)
+		}
+		chrome = append(chrome, msg)
 	}
+	vector := loadVectors(b)[1].handshake // browsers-x509.pcapng, GREASE
 	for _, bm := range []struct {
-		name string
-		msg  []byte
+		name   string
+		msgs   [][]byte
+		unseen bool
 	}{
-		{"chrome-vector", loadVectors(b)[1].handshake}, // browsers-x509.pcapng, GREASE
-		{"chrome133-pq", pq},                           // utls HelloChrome_133, X25519MLKEM768
+		{"chrome-vector", [][]byte{vector}, false},
+		{"chrome133-pq", chrome, false}, // X25519MLKEM768
+		{"chrome133-pq-unseen", chrome, true},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
+			var cipher, sigalg []int
+			for _, msg := range bm.msgs {
+				c, s := listOffsets(b, msg)
+				cipher, sigalg = append(cipher, c), append(sigalg, s)
+			}
 			b.ReportAllocs()
-			b.SetBytes(int64(len(bm.msg)))
+			b.SetBytes(int64(len(bm.msgs[0])))
+			i := 0
 			for b.Loop() {
-				h, err := ParseHandshake(bm.msg)
+				msg := bm.msgs[i%len(bm.msgs)]
+				if bm.unseen {
+					v := uint16(0x1000 + i%0xe000)
+					msg[cipher[i%len(bm.msgs)]], msg[cipher[i%len(bm.msgs)]+1] = byte(v>>8), byte(v)
+					msg[sigalg[i%len(bm.msgs)]], msg[sigalg[i%len(bm.msgs)]+1] = byte(v>>8), byte(v)
+				}
+				fp, err := FingerprintHandshake(msg, false)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if fp := h.Fingerprint(false); fp.JA4 == "" {
+				if fp.JA4 == "" {
 					b.Fatal("no JA4")
 				}
+				i++
 			}
 		})
 	}
+}
+
+// listOffsets returns where the last cipher suite and the first signature
+// algorithm of a ClientHello message are.
+func listOffsets(b *testing.B, msg []byte) (cipher, sigalg int) {
+	p := 4 + 2 + 32
+	p += 1 + int(msg[p])
+	n := int(msg[p])<<8 | int(msg[p+1])
+	cipher = p + 2 + n - 2
+	p += 2 + n
+	p += 1 + int(msg[p])
+	for p += 2; p+4 <= len(msg); {
+		typ, n := int(msg[p])<<8|int(msg[p+1]), int(msg[p+2])<<8|int(msg[p+3])
+		if typ == int(extSignatureAlgorithms) {
+			return cipher, p + 4 + 2
+		}
+		p += 4 + n
+	}
+	b.Fatal("no signature_algorithms")
+	return 0, 0
 }
 
 // BenchmarkParseRecords adds the record layer to BenchmarkFingerprint.

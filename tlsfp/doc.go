@@ -25,6 +25,11 @@
 // GetConfigForClient with [GetConfigForClient]. Either way, [FromContext]
 // returns the connection's [*Fingerprint].
 //
+// Most connections come from clients seen before: everything in a
+// fingerprint except what depends on the extensions' wire order (which
+// Chrome shuffles on every connection) is kept in a small, bounded,
+// process-wide cache, keyed by the exact lists it was computed from.
+//
 // The package never logs: a hello that cannot be fingerprinted is reported
 // through [Config.OnError] and [Conn.Err].
 package tlsfp

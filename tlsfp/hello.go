@@ -96,44 +96,66 @@ func (h *Hello) has(t uint16) bool {
 // length and the body (RFC 8446 §4). msg must hold exactly that message.
 // A strict prefix of a message returns ErrTruncated.
 func ParseHandshake(msg []byte) (*Hello, error) {
-	s := cryptobyte.String(msg)
-	var typ uint8
-	var length uint32
-	if !s.ReadUint8(&typ) || !s.ReadUint24(&length) {
-		if len(msg) > 0 && msg[0] != handshakeTypeClientHelo {
-			return nil, fmt.Errorf("%w: handshake type %d", ErrMalformed, msg[0])
-		}
-		return nil, ErrTruncated
-	}
-	if typ != handshakeTypeClientHelo {
-		return nil, fmt.Errorf("%w: handshake type %d", ErrMalformed, typ)
-	}
-	switch {
-	case len(s) < int(length):
-		return nil, ErrTruncated
-	case len(s) > int(length):
-		return nil, fmt.Errorf("%w: %d bytes after the message", ErrMalformed, len(s)-int(length))
-	}
-	h := &Hello{Len: len(msg)}
-	if err := h.unmarshalBody(s); err != nil {
+	h, err := parseHandshake(msg, nil, nil)
+	if err != nil {
 		return nil, err
 	}
-	return h, nil
+	return &h, nil
+}
+
+// FingerprintHandshake parses one ClientHello handshake message as
+// [ParseHandshake] does and returns its fingerprint, for a hello carried in
+// QUIC if quic is set. This is the listener's path, which keeps only the
+// fingerprint: the parsed Hello and its lists stay on the stack.
+func FingerprintHandshake(msg []byte, quic bool) (*Fingerprint, error) {
+	// A Chrome hello has about 50 16-bit values; larger lists go to the
+	// heap.
+	var u16 [96]uint16
+	var alpn [4]string
+	h, err := parseHandshake(msg, u16[:0], alpn[:0])
+	if err != nil {
+		return nil, err
+	}
+	return h.Fingerprint(quic), nil
+}
+
+// parseHandshake parses msg as ParseHandshake does, keeping the 16-bit lists
+// in u16 and the ALPN protocols in alpn while they have room. It builds a
+// value, never storing through a pointer, so that the caller's buffers can
+// stay on its stack.
+func parseHandshake(msg []byte, u16 []uint16, alpn []string) (Hello, error) {
+	if len(msg) > 0 && msg[0] != handshakeTypeClientHelo {
+		return Hello{}, fmt.Errorf("%w: handshake type %d", ErrMalformed, msg[0])
+	}
+	if len(msg) < handshakeHeaderLen {
+		return Hello{}, ErrTruncated
+	}
+	length := int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3])
+	body := msg[handshakeHeaderLen:]
+	switch {
+	case len(body) < length:
+		return Hello{}, ErrTruncated
+	case len(body) > length:
+		return Hello{}, fmt.Errorf("%w: %d bytes after the message", ErrMalformed, len(body)-length)
+	}
+	return unmarshalBody(body, u16, alpn)
 }
 
 // unmarshalBody parses the ClientHello body (RFC 8446 §4.1.2). The body is
 // complete, so every shortfall inside it is ErrMalformed.
-func (h *Hello) unmarshalBody(s cryptobyte.String) error {
+func unmarshalBody(body []byte, u16 []uint16, alpn []string) (Hello, error) {
+	h := Hello{Len: handshakeHeaderLen + len(body)}
+	s := cryptobyte.String(body)
 	var sessionID, ciphers, compression cryptobyte.String
 	if !s.ReadUint16(&h.Version) ||
 		!s.Skip(32) || // random
 		!s.ReadUint8LengthPrefixed(&sessionID) ||
 		!s.ReadUint16LengthPrefixed(&ciphers) ||
 		!s.ReadUint8LengthPrefixed(&compression) {
-		return ErrMalformed
+		return h, ErrMalformed
 	}
 	if len(ciphers)%2 != 0 {
-		return fmt.Errorf("%w: odd cipher_suites length", ErrMalformed)
+		return h, fmt.Errorf("%w: odd cipher_suites length", ErrMalformed)
 	}
 	h.SessionID = sessionID
 	h.CompressionMethods = compression
@@ -141,7 +163,7 @@ func (h *Hello) unmarshalBody(s cryptobyte.String) error {
 	if !s.Empty() {
 		// TLS 1.2 and earlier may omit the extensions (RFC 5246 §7.4.1.2).
 		if !s.ReadUint16LengthPrefixed(&exts) || !s.Empty() {
-			return fmt.Errorf("%w: extensions block", ErrMalformed)
+			return h, fmt.Errorf("%w: extensions block", ErrMalformed)
 		}
 	}
 	// One pass collects the types and the bodies the fingerprint reads;
@@ -151,38 +173,58 @@ func (h *Hello) unmarshalBody(s cryptobyte.String) error {
 	var known [5]cryptobyte.String // by knownIndex
 	var seen [5]bool
 	for !exts.Empty() {
-		var typ uint16
-		var data cryptobyte.String
-		if !exts.ReadUint16(&typ) || !exts.ReadUint16LengthPrefixed(&data) {
-			return fmt.Errorf("%w: extension %d", ErrMalformed, len(types))
+		// Type and length in one read: ReadBytes inlines where
+		// ReadUint16LengthPrefixed does not, and this loop is hot.
+		var hdr uint32
+		var data []byte
+		if !exts.ReadUint32(&hdr) || !exts.ReadBytes(&data, int(hdr&0xffff)) {
+			return h, fmt.Errorf("%w: extension %d", ErrMalformed, len(types))
 		}
+		typ := uint16(hdr >> 16)
 		types = append(types, typ)
 		if i := knownIndex(typ); i >= 0 && !seen[i] {
 			known[i], seen[i] = data, true
 		}
 	}
-	// All 16-bit lists share one array, allocated once at (about) its
-	// size; the server name and the ALPN protocols are substrings of one
-	// copy of their two extension bodies.
+	// All 16-bit lists share one array, the caller's when it has room; the
+	// server name and the ALPN protocols are substrings of one copy of
+	// their two extension bodies.
 	n := len(ciphers)/2 + len(types)
 	for _, k := range known[2:] {
 		n += len(k) / 2
 	}
-	d := &decoder{
-		u16:   make([]uint16, 0, n),
+	if n > cap(u16) {
+		u16 = make([]uint16, 0, n)
+	}
+	u16 = u16[:0]
+	u16, h.CipherSuites = appendUint16s(u16, ciphers)
+	start := len(u16)
+	u16 = append(u16, types...)
+	h.Extensions = u16[start:len(u16):len(u16)]
+	d := decoder{
 		bases: [2]cryptobyte.String{known[0], known[1]},
 		str:   string(known[0]) + string(known[1]),
 	}
-	h.CipherSuites = d.uint16s(ciphers)
-	start := len(d.u16)
-	d.u16 = append(d.u16, types...)
-	h.Extensions = d.u16[start:len(d.u16):len(d.u16)]
-	for i, typ := range [...]uint16{extServerName, extALPN, extSupportedVersions, extSignatureAlgorithms, extSupportedGroups} {
-		if seen[i] {
-			h.unmarshalExtension(d, typ, known[i])
-		}
+	if seen[0] {
+		h.ServerName = d.serverName(known[0])
 	}
-	return nil
+	if seen[1] {
+		h.ALPN = d.alpn(known[1], alpn)
+	}
+	// RFC 8446 §4.2.1, §4.2.3 and §4.2.7. A malformed extension body is an
+	// oddity of the client, not a reason to drop the fingerprint: the field
+	// stays empty.
+	var list cryptobyte.String
+	if seen[2] && known[2].ReadUint8LengthPrefixed(&list) {
+		u16, h.SupportedVersions = appendUint16s(u16, list)
+	}
+	if seen[3] && known[3].ReadUint16LengthPrefixed(&list) {
+		u16, h.SignatureAlgorithms = appendUint16s(u16, list)
+	}
+	if seen[4] && known[4].ReadUint16LengthPrefixed(&list) {
+		_, h.SupportedGroups = appendUint16s(u16, list)
+	}
+	return h, nil
 }
 
 // knownIndex numbers the extensions that unmarshalExtension reads.
@@ -202,21 +244,21 @@ func knownIndex(typ uint16) int {
 	return -1
 }
 
-// decoder holds the shared storage of one hello's lists.
+// decoder holds the shared copy of a hello's strings.
 type decoder struct {
-	u16   []uint16
 	bases [2]cryptobyte.String // the server_name and ALPN bodies
 	str   string               // their copy, concatenated
 }
 
-// uint16s reads a list of 16-bit values into the shared array; a trailing
-// odd byte is dropped. The result is never nil.
-func (d *decoder) uint16s(s cryptobyte.String) []uint16 {
-	start := len(d.u16)
+// appendUint16s appends the big-endian 16-bit values of s to the shared
+// array dst and returns it with the list it added (never nil); a trailing
+// odd byte is dropped.
+func appendUint16s(dst []uint16, s []byte) (all, list []uint16) {
+	start := len(dst)
 	for ; len(s) >= 2; s = s[2:] {
-		d.u16 = append(d.u16, uint16(s[0])<<8|uint16(s[1]))
+		dst = append(dst, uint16(s[0])<<8|uint16(s[1]))
 	}
-	return d.u16[start:len(d.u16):len(d.u16)]
+	return dst, dst[start:len(dst):len(dst)]
 }
 
 // string returns s, which cryptobyte read from within bases[i], as a
@@ -230,57 +272,45 @@ func (d *decoder) string(i int, s cryptobyte.String) string {
 	return d.str[off : off+len(s)]
 }
 
-// unmarshalExtension records an extension the fingerprint reads. A
-// malformed extension body is an oddity of the client, not a reason to drop
-// the fingerprint: the field stays empty.
-func (h *Hello) unmarshalExtension(d *decoder, typ uint16, data cryptobyte.String) {
-	switch typ {
-	case extServerName: // RFC 6066 §3
-		var list cryptobyte.String
-		if h.ServerName != "" || !data.ReadUint16LengthPrefixed(&list) {
-			return
+// serverName returns the first host_name of a server_name body (RFC 6066
+// §3), or "" if there is none or the body is malformed.
+func (d *decoder) serverName(data cryptobyte.String) string {
+	var list cryptobyte.String
+	if !data.ReadUint16LengthPrefixed(&list) {
+		return ""
+	}
+	for !list.Empty() {
+		var nameType uint8
+		var name cryptobyte.String
+		if !list.ReadUint8(&nameType) || !list.ReadUint16LengthPrefixed(&name) {
+			return ""
 		}
-		for !list.Empty() {
-			var nameType uint8
-			var name cryptobyte.String
-			if !list.ReadUint8(&nameType) || !list.ReadUint16LengthPrefixed(&name) {
-				return
-			}
-			if nameType == 0 { // host_name
-				h.ServerName = d.string(0, name)
-				return
-			}
-		}
-	case extALPN: // RFC 7301 §3.1
-		var list cryptobyte.String
-		if h.ALPN != nil || !data.ReadUint16LengthPrefixed(&list) {
-			return
-		}
-		protos := make([]string, 0, 4)
-		for !list.Empty() {
-			var proto cryptobyte.String
-			if !list.ReadUint8LengthPrefixed(&proto) {
-				return
-			}
-			protos = append(protos, d.string(1, proto))
-		}
-		h.ALPN = protos
-	case extSupportedVersions: // RFC 8446 §4.2.1
-		var list cryptobyte.String
-		if h.SupportedVersions == nil && data.ReadUint8LengthPrefixed(&list) {
-			h.SupportedVersions = d.uint16s(list)
-		}
-	case extSignatureAlgorithms: // RFC 8446 §4.2.3
-		var list cryptobyte.String
-		if h.SignatureAlgorithms == nil && data.ReadUint16LengthPrefixed(&list) {
-			h.SignatureAlgorithms = d.uint16s(list)
-		}
-	case extSupportedGroups: // RFC 8446 §4.2.7
-		var list cryptobyte.String
-		if h.SupportedGroups == nil && data.ReadUint16LengthPrefixed(&list) {
-			h.SupportedGroups = d.uint16s(list)
+		if nameType == 0 { // host_name
+			return d.string(0, name)
 		}
 	}
+	return ""
+}
+
+// alpn appends the protocols of an application_layer_protocol_negotiation
+// body (RFC 7301 §3.1) to dst; nil if the body is malformed.
+func (d *decoder) alpn(data cryptobyte.String, dst []string) []string {
+	var list cryptobyte.String
+	if !data.ReadUint16LengthPrefixed(&list) {
+		return nil
+	}
+	dst = dst[:0]
+	if dst == nil {
+		dst = make([]string, 0, 4)
+	}
+	for !list.Empty() {
+		var proto cryptobyte.String
+		if !list.ReadUint8LengthPrefixed(&proto) {
+			return nil
+		}
+		dst = append(dst, d.string(1, proto))
+	}
+	return dst
 }
 
 // ParseRecords parses a ClientHello from TLS records (RFC 8446 §5.1) as they

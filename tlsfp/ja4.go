@@ -3,6 +3,7 @@ package tlsfp
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"math/bits"
 	"slices"
 )
 
@@ -49,8 +50,7 @@ const hashLen = 12
 // Fingerprint computes the JA4 fingerprints of h, for a hello carried in
 // QUIC if quic is set, otherwise over TCP.
 func (h *Hello) Fingerprint(quic bool) *Fingerprint {
-	// Filled on the stack and copied to the heap once at the end.
-	fp := Fingerprint{QUIC: quic}
+	fp := &Fingerprint{QUIC: quic}
 
 	// The lists without GREASE, in wire order and sorted. Stack buffers
 	// cover ordinary hellos; append moves larger ones to the heap.
@@ -60,8 +60,6 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 	l.ciphers = appendNonGREASE(cbuf[:0], h.CipherSuites)
 	l.exts = appendNonGREASE(ebuf[:0], h.Extensions)
 	l.sigalgs = appendNonGREASE(gbuf[:0], h.SignatureAlgorithms)
-	l.sortedCiphers = append(csbuf[:0], l.ciphers...)
-	sortUint16s(l.sortedCiphers)
 	l.sortedExts = esbuf[:0]
 	for _, e := range l.exts {
 		switch e {
@@ -105,11 +103,24 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 	a = appendCount(a, len(l.exts))
 	a = appendALPN(a, alpn)
 
-	fp.setStrings(a, &l, h.ServerName, alpn)
-	fp.Client, _ = LookupClient(fp.JA4)
-	out := new(Fingerprint)
-	*out = fp
-	return out
+	// Everything but the extensions' wire order repeats from one
+	// connection of a client to the next (Chrome shuffles its extensions
+	// every time): the parts that depend on it alone are computed per
+	// connection.
+	var kbuf [256]byte
+	key := l.appendKey(kbuf[:0], a)
+	sp, mh := sortedParts.get(key)
+	if sp == nil {
+		l.sortedCiphers = append(csbuf[:0], l.ciphers...)
+		sortUint16s(l.sortedCiphers)
+		var computed sortedPart
+		computed.set(a, &l)
+		sortedParts.add(key, mh, computed)
+		sp = &computed
+	}
+	fp.JA4, fp.JA4R, fp.Client = sp.ja4, sp.ja4r, sp.client
+	fp.setWireOrder(a, &l, sp, h.ServerName, alpn)
+	return fp
 }
 
 // ja4Lists are the lists of a hello that JA4 reads, GREASE removed.
@@ -120,10 +131,41 @@ type ja4Lists struct {
 	sigalgs                []uint16 // wire order
 }
 
-// setStrings writes the four variants, SNI and ALPN into one buffer and
-// turns it into one string, of which the fields are substrings.
-func (fp *Fingerprint) setStrings(a []byte, l *ja4Lists, sni, alpn string) {
-	var scratch [1536]byte
+// appendKey appends to k what determines a sortedPart: part a (fixed
+// length), the cipher suites in wire order, the sorted extensions and the
+// signature algorithms, each list but the last preceded by its length.
+func (l *ja4Lists) appendKey(k, a []byte) []byte {
+	k = append(k, a...)
+	for i, list := range [...][]uint16{l.ciphers, l.sortedExts, l.sigalgs} {
+		if i < 2 {
+			k = append(k, byte(len(list)>>8), byte(len(list)))
+		}
+		for _, v := range list {
+			k = append(k, byte(v>>8), byte(v))
+		}
+	}
+	return k
+}
+
+// sortedPart is what a hello's fingerprint shares with every hello that has
+// the same cipher suites, set of extensions and signature algorithms.
+type sortedPart struct {
+	ja4, ja4r  string
+	client     Client
+	cipherHex  string        // the cipher suites in wire order
+	cipherHash [hashLen]byte // JA4_o's part b
+	sigalgHex  string        // "_" and the signature algorithms, or ""
+}
+
+// sortedParts is the process's cache of sortedPart, shared by every
+// listener and QUIC capture.
+var sortedParts = newCache[sortedPart]()
+
+// set computes JA4 and JA4_r, and the wire-order cipher suites and
+// signature algorithms for JA4_o and JA4_ro, as substrings of one string.
+// l.sortedCiphers must be set.
+func (sp *sortedPart) set(a []byte, l *ja4Lists) {
+	var scratch [1024]byte
 	buf := scratch[:0]
 	// JA4_r, whose parts b and c are hashed for JA4.
 	buf = append(buf, a...)
@@ -134,44 +176,55 @@ func (fp *Fingerprint) setStrings(a []byte, l *ja4Lists, sni, alpn string) {
 	buf = append(buf, '_')
 	es := len(buf)
 	buf = appendList(buf, l.sortedExts)
+	sigStart := len(buf)
 	if len(l.sigalgs) > 0 {
 		buf = append(buf, '_')
 		buf = appendList(buf, l.sigalgs)
 	}
 	rEnd := len(buf)
-	// JA4_ro, whose parts b and c are hashed for JA4_o.
-	buf = append(buf, a...)
-	buf = append(buf, '_')
-	ocs := len(buf)
-	buf = appendList(buf, l.ciphers)
-	oce := len(buf)
-	buf = append(buf, '_')
-	oes := len(buf)
-	buf = appendList(buf, l.exts)
-	if len(l.sigalgs) > 0 {
-		buf = append(buf, '_')
-		buf = appendList(buf, l.sigalgs)
-	}
-	roEnd := len(buf)
-
-	var hb, hc, hob, hoc [hashLen]byte
+	var hb, hc, hob [hashLen]byte
 	hashPart(&hb, buf[cs:ce], len(l.ciphers) == 0)
 	hashPart(&hc, buf[es:rEnd], len(l.sortedExts) == 0)
-	hashPart(&hob, buf[ocs:oce], len(l.ciphers) == 0)
-	hashPart(&hoc, buf[oes:roEnd], len(l.exts) == 0)
 	buf = appendJA4(buf, a, &hb, &hc)
 	ja4End := len(buf)
-	buf = appendJA4(buf, a, &hob, &hoc)
+	buf = appendList(buf, l.ciphers)
+	hashPart(&hob, buf[ja4End:], len(l.ciphers) == 0)
+
+	s := string(buf)
+	*sp = sortedPart{
+		ja4r:       s[:rEnd],
+		ja4:        s[rEnd:ja4End],
+		cipherHex:  s[ja4End:],
+		cipherHash: hob,
+		sigalgHex:  s[sigStart:rEnd],
+	}
+	sp.client, _ = LookupClient(sp.ja4)
+}
+
+// setWireOrder writes JA4_ro, JA4_o, SNI and ALPN into one buffer and turns
+// it into one string, of which the fields are substrings.
+func (fp *Fingerprint) setWireOrder(a []byte, l *ja4Lists, sp *sortedPart, sni, alpn string) {
+	var scratch [768]byte
+	buf := scratch[:0]
+	buf = append(buf, a...)
+	buf = append(buf, '_')
+	buf = append(buf, sp.cipherHex...)
+	buf = append(buf, '_')
+	es := len(buf)
+	buf = appendList(buf, l.exts)
+	buf = append(buf, sp.sigalgHex...)
+	roEnd := len(buf)
+	var hoc [hashLen]byte
+	hashPart(&hoc, buf[es:roEnd], len(l.exts) == 0)
+	buf = appendJA4(buf, a, &sp.cipherHash, &hoc)
 	oEnd := len(buf)
 	buf = append(buf, sni...)
 	sniEnd := len(buf)
 	buf = append(buf, alpn...)
 
 	s := string(buf)
-	fp.JA4R = s[:rEnd]
-	fp.JA4RO = s[rEnd:roEnd]
-	fp.JA4 = s[roEnd:ja4End]
-	fp.JA4O = s[ja4End:oEnd]
+	fp.JA4RO = s[:roEnd]
+	fp.JA4O = s[roEnd:oEnd]
 	fp.SNI = s[oEnd:sniEnd]
 	fp.ALPN = s[sniEnd:]
 }
@@ -186,17 +239,46 @@ func appendNonGREASE(dst, vs []uint16) []uint16 {
 	return dst
 }
 
-// sortUint16s sorts a short list in place by insertion, which beats the
-// general sort on the few dozen values of a hello.
+// sortUint16s sorts a short list in place. Values below 64, which are
+// most extension types, are sorted through a bit mask; the others by
+// insertion, which beats the general sort on the few dozen values of a
+// hello.
 func sortUint16s(vs []uint16) {
 	if len(vs) > 64 {
 		slices.Sort(vs)
 		return
 	}
-	for i := 1; i < len(vs); i++ {
-		for j := i; j > 0 && vs[j] < vs[j-1]; j-- {
-			vs[j], vs[j-1] = vs[j-1], vs[j]
+	var mask uint64
+	var rest [64]uint16
+	n := 0
+	for _, v := range vs {
+		if v >= 64 {
+			rest[n] = v
+			n++
+			continue
 		}
+		if mask&(1<<v) != 0 { // a duplicate: the mask cannot count it
+			insertionSort(vs)
+			return
+		}
+		mask |= 1 << v
+	}
+	insertionSort(rest[:n])
+	i := 0
+	for ; mask != 0; mask &= mask - 1 {
+		vs[i] = uint16(bits.TrailingZeros64(mask))
+		i++
+	}
+	copy(vs[i:], rest[:n])
+}
+
+func insertionSort(vs []uint16) {
+	for i := 1; i < len(vs); i++ {
+		v, j := vs[i], i
+		for ; j > 0 && vs[j-1] > v; j-- {
+			vs[j] = vs[j-1]
+		}
+		vs[j] = v
 	}
 }
 
@@ -289,20 +371,34 @@ func isAlnum(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
+// hexPairs holds the two lowercase hex digits of every byte value.
+const hexPairs = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f" +
+	"202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f" +
+	"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f" +
+	"606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f" +
+	"808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f" +
+	"a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf" +
+	"c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf" +
+	"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"
+
 // appendList appends vs as 4-digit lowercase hex values joined by commas.
+// It grows b once and writes each value as five bytes, the last comma cut.
 func appendList(b []byte, vs []uint16) []byte {
-	const digits = "0123456789abcdef"
-	for i, v := range vs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, digits[v>>12], digits[v>>8&0xf], digits[v>>4&0xf], digits[v&0xf])
+	if len(vs) == 0 {
+		return b
 	}
-	return b
+	n := len(b)
+	b = slices.Grow(b, 5*len(vs))[:n+5*len(vs)]
+	for i, v := range vs {
+		d := (*[5]byte)(b[n+5*i:])
+		hi, lo := uint(v>>8)*2, uint(v&0xff)*2
+		d[0], d[1], d[2], d[3], d[4] = hexPairs[hi], hexPairs[hi+1], hexPairs[lo], hexPairs[lo+1], ','
+	}
+	return b[:len(b)-1]
 }
 
-// hashPart writes the first 12 hex digits of SHA-256(s) to dst, or zeros if
-// the list is empty.
+// hashPart writes the first 12 hex digits of SHA-256(s) to dst, or zeros
+// when the list is empty.
 func hashPart(dst *[hashLen]byte, s []byte, empty bool) {
 	if empty {
 		*dst = [hashLen]byte{'0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0'}

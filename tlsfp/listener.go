@@ -175,13 +175,13 @@ func (c *Conn) readHello() {
 			c.finish(nil, err)
 			return
 		case end > 0:
-			h, err := ParseHandshake(a.message(c.buf[:end]))
+			fp, err := FingerprintHandshake(a.message(c.buf[:end]), false)
 			if err != nil {
 				c.finish(nil, err) // crypto/tls rejects it with an alert
 				return
 			}
 			c.rerr = readErr // after the bytes already read, if any
-			c.finish(h.Fingerprint(false), nil)
+			c.finish(fp, nil)
 			return
 		case readErr != nil:
 			c.rerr = readErr // after the bytes already read
