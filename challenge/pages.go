@@ -173,10 +173,11 @@ func (c *Challenger) message(w http.ResponseWriter, r *http.Request, l *lang, st
 }
 
 // pools holds the buffers and gzip writers pages are rendered with.
-type pools struct{ bufs, gzips sync.Pool }
+type pools struct{ bufs, gzips, gzipped sync.Pool }
 
 func (p *pools) init() {
 	p.bufs.New = func() any { return new(bytes.Buffer) }
+	p.gzipped.New = func() any { return new([]byte) }
 	p.gzips.New = func() any {
 		z, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 		return z
@@ -204,8 +205,11 @@ func (c *Challenger) render(w http.ResponseWriter, r *http.Request, status int, 
 	buf := c.pools.bufs.Get().(*bytes.Buffer)
 	defer c.pools.bufs.Put(buf)
 	buf.Reset()
-	if sk := c.skeleton(d); sk != nil {
-		sk.write(buf, d, c.escaper)
+	sk := c.skeleton(d)
+	var fieldBuf [64]int
+	var fields []int
+	if sk != nil {
+		fields = sk.write(buf, d, c.escaper, fieldBuf[:0])
 	} else if err := c.tmpl.ExecuteTemplate(buf, "page", d); err != nil {
 		// An operator's template failed: fall back to plain text rather
 		// than a half page; the reason is theirs, not the visitor's.
@@ -213,6 +217,21 @@ func (c *Challenger) render(w http.ResponseWriter, r *http.Request, status int, 
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(status)
 		fmt.Fprintf(w, "%s\n%s: %s\n", d.Title, d.T["RequestID"], d.RequestID)
+		return
+	}
+	if sk != nil && len(buf.Bytes()) > 512 && acceptsGzip(r) {
+		// The skeleton's chunks are compressed already: no compressor
+		// runs per request.
+		zp := c.pools.gzipped.Get().(*[]byte)
+		z := sk.appendGzip((*zp)[:0], buf.Bytes(), fields)
+		defer func() { *zp = z; c.pools.gzipped.Put(zp) }()
+		h.Add("Vary", "Accept-Encoding")
+		h.Set("Content-Encoding", "gzip")
+		h.Set("Content-Length", strconv.Itoa(len(z)))
+		w.WriteHeader(status)
+		if r.Method != http.MethodHead {
+			w.Write(z)
+		}
 		return
 	}
 	c.writeBody(w, r, status, buf.Bytes())

@@ -82,14 +82,20 @@ type skeletonKey struct {
 type skeleton struct {
 	chunks []string // len(slots)+1
 	slots  []slot
+	gz     [][]byte // each chunk compressed on its own (see appendGzip)
 }
 
-func (sk *skeleton) write(buf *bytes.Buffer, d *pageData, esc *strings.Replacer) {
+// write writes the page to buf and appends the start and end of each field
+// in buf to fields.
+func (sk *skeleton) write(buf *bytes.Buffer, d *pageData, esc *strings.Replacer, fields []int) []int {
 	for i, s := range sk.slots {
 		buf.WriteString(sk.chunks[i])
+		start := buf.Len()
 		esc.WriteString(buf, *d.field(s))
+		fields = append(fields, start, buf.Len())
 	}
 	buf.WriteString(sk.chunks[len(sk.chunks)-1])
+	return fields
 }
 
 const markPrefix, markSuffix = "zqMAATSLOT", "qz"
@@ -174,8 +180,12 @@ func (c *Challenger) buildSkeleton(d *pageData, k skeletonKey) *skeleton {
 	if err := c.tmpl.ExecuteTemplate(&want, "page", probe); err != nil {
 		return nil
 	}
-	sk.write(&got, probe, c.escaper)
+	sk.write(&got, probe, c.escaper, nil)
 	if !bytes.Equal(want.Bytes(), got.Bytes()) {
+		return nil
+	}
+	var err error
+	if sk.gz, err = compressChunks(sk.chunks); err != nil {
 		return nil
 	}
 	return sk

@@ -2,6 +2,8 @@ package challenge
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -47,12 +49,30 @@ func TestSkeleton(t *testing.T) {
 				t.Fatalf("%s %q: no skeleton", name, v.reqID)
 			}
 			var got, want bytes.Buffer
-			sk.write(&got, d, c.escaper)
+			fields := sk.write(&got, d, c.escaper, nil)
 			if err := c.tmpl.ExecuteTemplate(&want, "page", d); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got.Bytes(), want.Bytes()) {
 				t.Errorf("%s %q: skeleton differs from template:\n%s\n---\n%s", name, v.reqID, got.Bytes(), want.Bytes())
+			}
+			// The stitched gzip form is one gzip member holding exactly
+			// the page.
+			z := bytes.NewReader(sk.appendGzip(nil, got.Bytes(), fields))
+			zr, err := gzip.NewReader(z)
+			if err != nil {
+				t.Fatal(err)
+			}
+			zr.Multistream(false)
+			unz, err := io.ReadAll(zr)
+			if err != nil {
+				t.Fatalf("%s %q: gzip: %v", name, v.reqID, err)
+			}
+			if !bytes.Equal(unz, want.Bytes()) {
+				t.Errorf("%s %q: gzip form differs from the page", name, v.reqID)
+			}
+			if z.Len() != 0 {
+				t.Errorf("%s %q: %d bytes after the gzip member", name, v.reqID, z.Len())
 			}
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,4 +93,98 @@ func BenchmarkProxyH1(b *testing.B) {
 	b.Run("edge", func(b *testing.B) { run(b, s.Addrs().HTTPS) })
 	b.Run("bare", func(b *testing.B) { run(b, ln.Addr().String()) })
 	b.Run("bare-pooled", func(b *testing.B) { run(b, ln2.Addr().String()) })
+}
+
+// BenchmarkChallengeFlood measures the DESIGN's budget for pages under
+// flood: the edge answering every request with a challenge page (the
+// default policy's path to it: fingerprint, policy, token, page, logs)
+// against a plain net/http server whose trivial handler serves the same
+// bytes with the same headers, both behind the same TLS over HTTP/1.1
+// keep-alive, in one run. The ratio of the two ns/op is the figure.
+func BenchmarkChallengeFlood(b *testing.B) {
+	dir := b.TempDir()
+	policy := dir + "/policy.yaml"
+	if err := os.WriteFile(policy, []byte("bots:\n  - {name: everyone, path_regex: ., action: CHALLENGE}\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := ParseConfig("bench.yaml", []byte("listen: {https: '127.0.0.1:0', http: '', admin: '', http3: false}\n"+
+		"log: {fingerprints: "+dir+"/fp.jsonl}\npolicy: "+policy+"\n"+
+		"tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [localhost], upstream: 'http://127.0.0.1:9'}]\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Shutdown(b.Context())
+
+	tr := &http.Transport{
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true, ServerName: "localhost", NextProtos: []string{"http/1.1"}},
+		MaxIdleConnsPerHost: 64,
+		DisableCompression:  true, // the header below asks for gzip; keep the bytes as sent
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(addr string) (*http.Response, []byte, error) {
+		req, _ := http.NewRequest("GET", "https://"+addr+"/wiki/Main_Page", nil)
+		req.Host = "localhost"
+		req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0")
+		req.Header.Set("Accept", "text/html,application/xhtml+xml")
+		req.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")
+		req.Header.Set("Accept-Language", "en-US,en;q=0.5")
+		req.Header.Set("Sec-Fetch-Mode", "navigate")
+		res, err := client.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, body, err
+	}
+	res, page, err := get(s.Addrs().HTTPS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Encoding") != "gzip" || !strings.Contains(res.Header.Get("Content-Security-Policy"), "nonce-") {
+		b.Fatalf("not a gzipped challenge page: %d %v", res.StatusCode, res.Header)
+	}
+	hdr := res.Header.Clone()
+	hdr.Del("Date")
+	fixed := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := w.Header()
+		for k, vs := range hdr {
+			h[k] = vs
+		}
+		w.Write(page)
+	})}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	tlsConf := s.certs.TLSConfig().Clone()
+	tlsConf.NextProtos = []string{"http/1.1"}
+	go fixed.Serve(tls.NewListener(ln, tlsConf))
+	defer fixed.Close()
+
+	run := func(b *testing.B, addr string) {
+		b.ReportAllocs()
+		b.SetParallelism(4)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				res, body, err := get(addr)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if res.StatusCode != http.StatusOK || len(body) < len(page)/2 {
+					b.Errorf("status %d, %d bytes", res.StatusCode, len(body))
+					return
+				}
+			}
+		})
+	}
+	b.Run("edge", func(b *testing.B) { run(b, s.Addrs().HTTPS) })
+	b.Run("fixed", func(b *testing.B) { run(b, ln.Addr().String()) })
 }
