@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/nicksnyder/go-i18n/v2/i18n"
 	"golang.org/x/text/language"
@@ -24,12 +25,23 @@ var ErrIncomplete = errors.New("locales: incomplete message file")
 const maxAcceptLanguage = 512
 
 // Catalog is the set of embedded message files with a language matcher. It
-// is immutable and safe for concurrent use.
+// is safe for concurrent use.
 type Catalog struct {
 	bundle  *i18n.Bundle
 	tags    []language.Tag
 	matcher language.Matcher
+
+	// matched remembers Match's answers: parsing and matching an
+	// Accept-Language header costs several µs, and a site sees the same
+	// few headers over and over. Bounded: emptied when full.
+	mu      sync.RWMutex
+	matched map[matchKey]int // index into tags
 }
+
+type matchKey struct{ override, acceptLanguage string }
+
+// maxMatched bounds Catalog.matched.
+const maxMatched = 1024
 
 // New loads every embedded message file and checks that each has exactly
 // the message IDs of the English one.
@@ -77,7 +89,7 @@ func New() (*Catalog, error) {
 		return nil, err
 	}
 	tags := b.LanguageTags() // English first: the matcher's fallback
-	return &Catalog{bundle: b, tags: tags, matcher: language.NewMatcher(tags)}, nil
+	return &Catalog{bundle: b, tags: tags, matcher: language.NewMatcher(tags), matched: make(map[matchKey]int)}, nil
 }
 
 // Bundle returns the go-i18n bundle with every message.
@@ -90,6 +102,24 @@ func (c *Catalog) Tags() []language.Tag { return append([]language.Tag(nil), c.t
 // when it names a supported language, else the best match for the
 // Accept-Language header, else English. The result is one of Tags().
 func (c *Catalog) Match(override, acceptLanguage string) language.Tag {
+	k := matchKey{override, acceptLanguage}
+	c.mu.RLock()
+	i, ok := c.matched[k]
+	c.mu.RUnlock()
+	if !ok {
+		i = c.match(override, acceptLanguage)
+		c.mu.Lock()
+		if len(c.matched) >= maxMatched {
+			clear(c.matched)
+		}
+		c.matched[k] = i
+		c.mu.Unlock()
+	}
+	return c.tags[i]
+}
+
+// match is Match without the memory; it returns an index into c.tags.
+func (c *Catalog) match(override, acceptLanguage string) int {
 	if override != "" && len(override) <= 35 {
 		if t, err := language.Parse(override); err == nil {
 			// The matcher rates English High for many languages it has no
@@ -98,21 +128,21 @@ func (c *Catalog) Match(override, acceptLanguage string) language.Tag {
 			want, _ := t.Base()
 			got, _ := c.tags[i].Base()
 			if got == want || (conf >= language.High && i != 0) {
-				return c.tags[i]
+				return i
 			}
 		}
 	}
 	if acceptLanguage == "" || len(acceptLanguage) > maxAcceptLanguage {
-		return c.tags[0]
+		return 0
 	}
 	prefs, _, err := language.ParseAcceptLanguage(acceptLanguage)
 	if err != nil || len(prefs) == 0 {
-		return c.tags[0]
+		return 0
 	}
 	if _, i, conf := c.matcher.Match(prefs...); conf != language.No {
-		return c.tags[i]
+		return i
 	}
-	return c.tags[0]
+	return 0
 }
 
 // rtl lists the base languages written right to left.

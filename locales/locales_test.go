@@ -2,6 +2,7 @@ package locales
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"path"
 	"strings"
@@ -174,10 +175,35 @@ func TestMatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := c.Match(tt.override, tt.accept); got.String() != tt.want {
-				t.Errorf("Match(%q, %q) = %v, want %s", tt.override, tt.accept, got, tt.want)
+			for range 2 { // computed, then remembered
+				if got := c.Match(tt.override, tt.accept); got.String() != tt.want {
+					t.Errorf("Match(%q, %q) = %v, want %s", tt.override, tt.accept, got, tt.want)
+				}
 			}
 		})
+	}
+}
+
+// TestMatchMemoryBounded sends many distinct headers: the remembered
+// answers stay bounded and every answer stays right.
+func TestMatchMemoryBounded(t *testing.T) {
+	t.Parallel()
+	c := newCatalog(t)
+	for i := range 3 * maxMatched {
+		accept := fmt.Sprintf("x-%d, ja;q=0.%d", i, 1+i%9)
+		if i%2 == 0 {
+			accept = fmt.Sprintf("de-DE;q=0.%d, x-%d", 1+i%9, i)
+		}
+		want := map[bool]string{true: "de", false: "ja"}[i%2 == 0]
+		if got := c.Match("", accept); got.String() != want {
+			t.Fatalf("Match(%q) = %v, want %s", accept, got, want)
+		}
+		c.mu.RLock()
+		n := len(c.matched)
+		c.mu.RUnlock()
+		if n > maxMatched {
+			t.Fatalf("%d answers remembered, bound %d", n, maxMatched)
+		}
 	}
 }
 
@@ -198,5 +224,17 @@ func BenchmarkMatch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c.Match("", "de-DE,de;q=0.9,en;q=0.8")
+	}
+}
+
+// BenchmarkMatchFirst is a header's first Match: parsed and matched.
+func BenchmarkMatchFirst(b *testing.B) {
+	c, err := New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		c.match("", "de-DE,de;q=0.9,en;q=0.8")
 	}
 }
