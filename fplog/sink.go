@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // settings are the fields that Config and AccessConfig share: where the
@@ -80,9 +81,10 @@ type sink[E any] struct {
 	// Owned by the writing goroutine.
 	out      io.Writer
 	file     *os.File
-	batch    []byte // lines not yet written to out
-	pending  uint64 // lines in batch
-	size     int64  // of the file, batch included
+	batch    []byte    // lines not yet written to out
+	flushed  time.Time // when batch was last written
+	pending  uint64    // lines in batch
+	size     int64     // of the file, batch included
 	line     []byte
 	rotated  chan string // to the compressor
 	compDone chan struct{}
@@ -195,17 +197,31 @@ func (w *sink[E]) send(c control) error {
 	}
 }
 
-// run is the writing goroutine.
+// run is the writing goroutine. When the queue runs empty it writes the
+// batch at once, unless it wrote less than flushDelay ago: then it waits out
+// the rest of flushDelay, so that a steady stream of requests costs at most
+// a write per flushDelay instead of one per line.
 func (w *sink[E]) run() {
 	defer close(w.done)
+	timer := time.NewTimer(0)
+	<-timer.C
+	armed := false
 	for {
 		select {
 		case e := <-w.queue:
 			w.write(&e)
 			w.drain(len(w.queue))
-			if len(w.queue) == 0 {
-				w.flush()
+			if len(w.queue) == 0 && !armed {
+				if wait := flushDelay - time.Since(w.flushed); wait > 0 {
+					timer.Reset(wait)
+					armed = true
+				} else {
+					w.flush()
+				}
 			}
+		case <-timer.C:
+			armed = false
+			w.flush()
 		case c := <-w.control:
 			w.drain(len(w.queue))
 			err := w.flush()
@@ -245,6 +261,7 @@ func (w *sink[E]) flush() error {
 	if len(w.batch) == 0 {
 		return nil
 	}
+	w.flushed = time.Now()
 	_, err := w.out.Write(w.batch)
 	if err != nil {
 		err = fmt.Errorf("fplog: write: %w", err)

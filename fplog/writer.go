@@ -20,8 +20,13 @@ const (
 )
 
 // bufferBytes is the size of the batch of lines written to the output at
-// once; a smaller batch is written whenever the queue is empty.
+// once; a smaller batch is written when the queue is empty, at most every
+// flushDelay.
 const bufferBytes = 64 << 10
+
+// flushDelay is the longest a line waits in the batch: under a steady
+// stream of requests the output gets a write per flushDelay, not per line.
+const flushDelay = 100 * time.Millisecond
 
 // inlineRules is how many rules a queued record holds without allocating.
 const inlineRules = 4

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -489,4 +490,70 @@ func TestWriterLeftovers(t *testing.T) {
 	if lines, _ := readLog(t, leftover+".gz"); len(lines) != 1 {
 		t.Errorf("the compressed leftover holds %d lines; want 1", len(lines))
 	}
+}
+
+// countingWriter counts the writes it takes and the lines in them.
+type countingWriter struct {
+	mu            sync.Mutex
+	writes, lines int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes++
+	c.lines += bytes.Count(p, []byte("\n"))
+	return len(p), nil
+}
+
+func (c *countingWriter) counts() (writes, lines int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes, c.lines
+}
+
+// TestWriterBatchesSteadyStream sends records one at a time, as requests
+// arrive, for a while: the output gets a write per flushDelay or so, not
+// one per line. A line after a quiet spell is written at once.
+func TestWriterBatchesSteadyStream(t *testing.T) {
+	t.Parallel()
+	out := &countingWriter{}
+	w, err := NewWriter(Config{Output: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := Record{Time: testTime, Action: ActionAllow, Host: "example.org"}
+	const n = 1000
+	start := time.Now()
+	for range n {
+		w.Write(&rec)
+		time.Sleep(300 * time.Microsecond)
+	}
+	elapsed := time.Since(start)
+	// After the stream, a quiet spell, then one line: written at once,
+	// well before Close.
+	time.Sleep(2 * flushDelay)
+	before, _ := out.counts()
+	w.Write(&rec)
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Written() != n+1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := w.Written(); got != n+1 {
+		t.Fatalf("Written = %d before Close, want %d", got, n+1)
+	}
+	if after, _ := out.counts(); after != before+1 {
+		t.Errorf("the line after a quiet spell took %d writes, want 1", after-before)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writes, lines := out.counts()
+	if lines != n+1 {
+		t.Fatalf("%d lines written, want %d", lines, n+1)
+	}
+	if bound := int(elapsed/flushDelay) + 4; writes > bound {
+		t.Errorf("%d writes for %d lines over %v, want at most %d", writes, n+1, elapsed.Round(time.Millisecond), bound)
+	}
+	t.Logf("%d lines over %v: %d writes", n+1, elapsed.Round(time.Millisecond), writes)
 }
