@@ -175,3 +175,34 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestJA4HReload switches fingerprints.ja4h on by a reload: new
+// connections of every protocol then log JA4H (HTTP/3's fingerprints come
+// from a tracer built per connection, not once at start).
+func TestJA4HReload(t *testing.T) {
+	t.Parallel()
+	up := echoUpstream(t, "a")
+	e, fpFile := startLoggingEdge(t, up.URL)
+	cfgText := "listen: { https: \"127.0.0.1:0\", http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\" }\n" +
+		"tls: { mode: self-signed, cache: \"\" }\nlog: {fingerprints: " + fpFile + "}\n" +
+		"sites: [{hosts: [localhost], upstream: " + up.URL + "}]\nfingerprints: {ja4h: true}\n"
+	cfg, err := ParseConfig("reload.yaml", []byte(cfgText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	get(t, e.client(t, "h3"), e.url("/ja4h/before"))
+	if l := waitLine(t, fpFile, "/ja4h/before"); l.str("ja4h") != "" {
+		t.Fatalf("ja4h %q before the reload", l.str("ja4h"))
+	}
+	if err := e.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, proto := range []string{"h1", "h2", "h3"} {
+		path := "/ja4h/after/" + proto
+		get(t, e.client(t, proto), e.url(path)) // a new client: a new connection
+		l := waitLine(t, fpFile, path)
+		if ja4h := l.str("ja4h"); len(ja4h) < 12 || !strings.HasPrefix(ja4h, "ge") {
+			t.Errorf("%s after the reload: ja4h %q", proto, ja4h)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/maatproxy/maat/tlsfp"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/quic-go/qlogwriter"
 )
 
 // startH3 serves HTTP/3 on the UDP port of the same number as the TCP one.
@@ -33,7 +34,12 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 		Allow0RTT:            false, // replayable requests would bypass the single-use marks
 		// The qlog tracer is quic-go's only view of the decoded QPACK
 		// fields in wire order: httpfp keeps the HEADERS, drops the rest.
-		Tracer: httpfp.H3Tracer(httpfp.Config{JA4H: s.base.Fingerprints.JA4H, MaxHeaderBytes: 1 << 20}, nil),
+		// Built per connection, so that it follows a reloaded
+		// fingerprints.ja4h as TCP connections do.
+		Tracer: func(ctx context.Context, isClient bool, id quic.ConnectionID) qlogwriter.Trace {
+			cfg := httpfp.Config{JA4H: s.rt.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: 1 << 20}
+			return httpfp.H3Tracer(cfg, nil)(ctx, isClient, id)
+		},
 	}
 	ln, err := tr.ListenEarly(tlsConf, qconf)
 	if err != nil {
