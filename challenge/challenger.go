@@ -30,6 +30,7 @@ type Challenger struct {
 	bind          Binding
 	policyVersion string
 	cache         passCache
+	rejected      rejectCache
 	langs         map[language.Tag]*lang
 	en            *lang
 	msgs          Messages

@@ -119,13 +119,48 @@ func (c *Challenger) Check(r *http.Request, cl Client, minBits int) Reason {
 	now := c.now().Unix()
 	e, ok := c.cache.get(v)
 	if !ok {
+		if c.rejected.has(v, now) {
+			return PassInvalid
+		}
 		var err error
 		if e, err = c.parseCookie(v); err != nil {
+			c.rejected.add(v, now)
 			return PassInvalid
 		}
 		c.cache.put(v, e, now)
 	}
 	return c.judge(&e, cl, minBits, now)
+}
+
+// rejectCache remembers cookies that failed to verify, so that a client
+// replaying a forged or broken cookie costs a map lookup per request, not a
+// JWT parse (about 14 µs). It is separate from passCache so that a flood of
+// distinct bad cookies cannot evict good ones, bounded (emptied when full),
+// and forgets after rejectTTL.
+type rejectCache struct {
+	mu sync.RWMutex
+	m  map[string]int64 // cookie → Unix seconds until which it is rejected
+}
+
+const (
+	maxRejected = 4096
+	rejectTTL   = 60 // seconds
+)
+
+func (rc *rejectCache) has(k string, now int64) bool {
+	rc.mu.RLock()
+	until, ok := rc.m[k]
+	rc.mu.RUnlock()
+	return ok && now < until
+}
+
+func (rc *rejectCache) add(k string, now int64) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.m == nil || len(rc.m) >= maxRejected {
+		rc.m = make(map[string]int64)
+	}
+	rc.m[k] = now + rejectTTL
 }
 
 // Pass reports whether r carries a valid pass cookie for cl at minBits.

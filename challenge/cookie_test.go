@@ -3,6 +3,7 @@ package challenge
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -171,6 +172,58 @@ func TestReasonString(t *testing.T) {
 	for r := PassOK; r <= PassPolicy; r++ {
 		if s := r.String(); s == "unknown" || s == "" {
 			t.Errorf("Reason(%d) has no name", r)
+		}
+	}
+}
+
+// TestRejectedCookies: a cookie that fails to verify is remembered, so that
+// replaying it costs no JWT parse; good cookies are unaffected, the memory
+// forgets after rejectTTL and stays bounded.
+func TestRejectedCookies(t *testing.T) { // not parallel: AllocsPerRun
+	c, clk := newTest(t, nil)
+	good := earn(t, c, alice, 16)
+	forged := *good
+	forged.Value = good.Value[:len(good.Value)-4] + "AAAA"
+	now := func() int64 { return c.now().Unix() }
+	for range 2 {
+		if got := c.Check(requestWith(&forged), alice, 16); got != PassInvalid {
+			t.Fatalf("forged cookie: %v, want PassInvalid", got)
+		}
+		if !c.rejected.has(forged.Value, now()) {
+			t.Fatal("forged cookie not remembered")
+		}
+	}
+	if got := c.Check(requestWith(good), alice, 16); got != PassOK {
+		t.Fatalf("good cookie: %v", got)
+	}
+	r := requestWith(&forged)
+	if a := testing.AllocsPerRun(100, func() { c.Check(r, alice, 16) }); a != 0 {
+		t.Errorf("a remembered bad cookie costs %v allocations; a JWT parse costs about 50", a)
+	}
+	clk.Add(rejectTTL * time.Second)
+	if c.rejected.has(forged.Value, now()) {
+		t.Error("forged cookie still remembered after rejectTTL")
+	}
+	if got := c.Check(requestWith(&forged), alice, 16); got != PassInvalid {
+		t.Fatalf("forged cookie after rejectTTL: %v", got)
+	}
+	for i := range 3 * maxRejected {
+		c.rejected.add(fmt.Sprintf("junk-%d", i), now())
+		if n := len(c.rejected.m); n > maxRejected {
+			t.Fatalf("%d rejected cookies remembered, bound %d", n, maxRejected)
+		}
+	}
+}
+
+func BenchmarkCheckRejected(b *testing.B) {
+	c, _ := newTest(b, nil)
+	forged := *earn(b, c, alice, 16)
+	forged.Value = forged.Value[:len(forged.Value)-4] + "AAAA"
+	r := requestWith(&forged)
+	b.ReportAllocs()
+	for b.Loop() {
+		if c.Check(r, alice, 16) != PassInvalid {
+			b.Fatal("forged cookie accepted")
 		}
 	}
 }
