@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,8 +29,9 @@ type sharedStore interface {
 	Close() error
 }
 
-func openStore(ctx context.Context, cfg StoreConfig) (sharedStore, error) {
+func openStore(ctx context.Context, cfg StoreConfig, log *slog.Logger) (sharedStore, error) {
 	if cfg.Kind == "redis" {
+		store.LogRedisTo(log) // not go-redis's own stderr logger
 		r, err := store.NewRedis(ctx, cfg.URL)
 		if err != nil {
 			return nil, fmt.Errorf("edge: store: %w", err)

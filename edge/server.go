@@ -108,7 +108,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	sctx, cancel := context.WithTimeout(s.bg, 10*time.Second)
-	s.store, err = openStore(sctx, cfg.Store)
+	s.store, err = openStore(sctx, cfg.Store, s.log)
 	cancel()
 	if err != nil {
 		return nil, err

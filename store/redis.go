@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -183,4 +184,16 @@ func (r *Redis) Lock(ctx context.Context, key string, ttl time.Duration) (func()
 		// to tell.
 		_ = r.unlock.Run(unlockCtx, r.client, []string{k}, token).Err()
 	}, nil
+}
+
+// LogRedisTo sends go-redis's own messages (reconnects, pool and
+// handshake trouble), which it otherwise prints to the standard error
+// through a process-wide logger, to l at level Warn with the attribute
+// component=redis. The setting is process-wide, as go-redis's is.
+func LogRedisTo(l *slog.Logger) { redis.SetLogger(redisLogger{l}) }
+
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.LogAttrs(ctx, slog.LevelWarn, "redis", slog.String("component", "redis"), slog.String("message", fmt.Sprintf(format, v...)))
 }

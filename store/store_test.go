@@ -3,8 +3,10 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"os/exec"
@@ -431,5 +433,20 @@ func BenchmarkRedisMarkOnce(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
+	}
+}
+
+// TestRedisLogger: go-redis's messages reach the edge's structured log as
+// warnings, not its own standard-error lines.
+func TestRedisLogger(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	redisLogger{slog.New(slog.NewJSONHandler(&buf, nil))}.Printf(context.Background(), "redis: pool: %s after %d tries", "dial tcp: refused", 3)
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("%v: %s", err, buf.Bytes())
+	}
+	if rec["level"] != "WARN" || rec["msg"] != "redis" || rec["component"] != "redis" || rec["message"] != "redis: pool: dial tcp: refused after 3 tries" {
+		t.Errorf("record %v", rec)
 	}
 }
