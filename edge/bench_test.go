@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"crypto/tls"
 	"io"
 	"log/slog"
@@ -15,6 +16,30 @@ import (
 	"time"
 )
 
+// startBenchEdge starts an edge with yamlText, serving HTTPS only (no
+// HTTP/3) with a self-signed certificate, until b ends.
+func startBenchEdge(b *testing.B, yamlText string) (*Server, Config) {
+	b.Helper()
+	cfg, err := ParseConfig("bench.yaml", []byte("listen: {https: '127.0.0.1:0', http: '', admin: '', http3: false}\n"+
+		"tls: {mode: self-signed, cache: ''}\n"+yamlText))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return s, cfg
+}
+
 // BenchmarkProxyH1 compares requests through the edge with a bare
 // httputil.ReverseProxy behind the same TLS certificate source, both over
 // HTTP/1.1 keep-alive to a trivial upstream, in one run. The ratio of the
@@ -28,19 +53,7 @@ func BenchmarkProxyH1(b *testing.B) {
 	defer up.Close()
 
 	fp := b.TempDir() + "/fp.jsonl" // the whole chain, fingerprint log included
-	cfg, err := ParseConfig("bench.yaml", []byte("listen: {https: '127.0.0.1:0', http: '', admin: '', http3: false}\nlog: {fingerprints: "+fp+"}\n"+
-		"tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer s.Shutdown(b.Context())
+	s, cfg := startBenchEdge(b, "log: {fingerprints: "+fp+"}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
 
 	// The bare proxy: stock ReverseProxy and transport, same certificates.
 	target, _ := url.Parse(up.URL)
@@ -107,20 +120,8 @@ func BenchmarkChallengeFlood(b *testing.B) {
 	if err := os.WriteFile(policy, []byte("bots:\n  - {name: everyone, path_regex: ., action: CHALLENGE}\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := ParseConfig("bench.yaml", []byte("listen: {https: '127.0.0.1:0', http: '', admin: '', http3: false}\n"+
-		"log: {fingerprints: "+dir+"/fp.jsonl}\npolicy: "+policy+"\n"+
-		"tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [localhost], upstream: 'http://127.0.0.1:9'}]\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer s.Shutdown(b.Context())
+	s, _ := startBenchEdge(b, "log: {fingerprints: "+dir+"/fp.jsonl}\npolicy: "+policy+"\n"+
+		"sites: [{hosts: [localhost], upstream: 'http://127.0.0.1:9'}]\n")
 
 	tr := &http.Transport{
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true, ServerName: "localhost", NextProtos: []string{"http/1.1"}},
