@@ -2,7 +2,9 @@
 // (JSON Lines, https://jsonlines.org/, each line an RFC 8259 object), written
 // off the request's path to a rotated file or the standard output, and read
 // back by `edge fp top`; and its access log, in the NCSA Combined Log Format
-// or JSON, written the same way (see Access log below).
+// or JSON, written the same way (see Access log below). Under steady
+// traffic lines reach the output in batches, at most 100 ms after they were
+// queued; a line after a quiet spell is written at once.
 //
 // # Fields
 //
