@@ -219,29 +219,29 @@ func (c *Challenger) render(w http.ResponseWriter, r *http.Request, status int, 
 		fmt.Fprintf(w, "%s\n%s: %s\n", d.Title, d.T["RequestID"], d.RequestID)
 		return
 	}
-	if sk != nil && len(buf.Bytes()) > 512 && acceptsGzip(r) {
-		// The skeleton's chunks are compressed already: no compressor
-		// runs per request.
-		zp := c.pools.gzipped.Get().(*[]byte)
-		z := sk.appendGzip((*zp)[:0], buf.Bytes(), fields)
-		defer func() { *zp = z; c.pools.gzipped.Put(zp) }()
-		h.Add("Vary", "Accept-Encoding")
-		h.Set("Content-Encoding", "gzip")
-		h.Set("Content-Length", strconv.Itoa(len(z)))
-		w.WriteHeader(status)
-		if r.Method != http.MethodHead {
-			w.Write(z)
-		}
-		return
-	}
-	c.writeBody(w, r, status, buf.Bytes())
+	c.writeBody(w, r, status, buf.Bytes(), sk, fields)
 }
 
-func (c *Challenger) writeBody(w http.ResponseWriter, r *http.Request, status int, body []byte) {
+// writeBody writes body, gzipped when the client accepts it and it is worth
+// it. A page from the skeleton sk, whose fields are where sk.write put them,
+// is gzipped from its precompressed chunks, so that no compressor runs per
+// request; any other body goes through a pooled compressor.
+func (c *Challenger) writeBody(w http.ResponseWriter, r *http.Request, status int, body []byte, sk *skeleton, fields []int) {
 	h := w.Header()
 	h.Add("Vary", "Accept-Encoding")
 	if len(body) > 512 && acceptsGzip(r) {
 		h.Set("Content-Encoding", "gzip")
+		if sk != nil {
+			zp := c.pools.gzipped.Get().(*[]byte)
+			z := sk.appendGzip((*zp)[:0], body, fields)
+			defer func() { *zp = z; c.pools.gzipped.Put(zp) }()
+			h.Set("Content-Length", strconv.Itoa(len(z)))
+			w.WriteHeader(status)
+			if r.Method != http.MethodHead {
+				w.Write(z)
+			}
+			return
+		}
 		w.WriteHeader(status)
 		if r.Method == http.MethodHead {
 			return
@@ -282,7 +282,7 @@ func (c *Challenger) writeShort(w http.ResponseWriter, r *http.Request, status i
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 		body = []byte(text + "\n" + code + " " + requestID + "\n")
 	}
-	c.writeBody(w, r, status, body)
+	c.writeBody(w, r, status, body, nil, nil)
 }
 
 func csp(nonce string, script bool) string {
