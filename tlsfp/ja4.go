@@ -54,7 +54,7 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 
 	// The lists without GREASE, in wire order and sorted. Stack buffers
 	// cover ordinary hellos; append moves larger ones to the heap.
-	var cbuf, csbuf [64]uint16
+	var cbuf [64]uint16
 	var ebuf, esbuf, gbuf [48]uint16
 	var l ja4Lists
 	l.ciphers = appendNonGREASE(cbuf[:0], h.CipherSuites)
@@ -111,8 +111,6 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 	key := l.appendKey(kbuf[:0], a)
 	sp, mh := sortedParts.get(key)
 	if sp == nil {
-		l.sortedCiphers = append(csbuf[:0], l.ciphers...)
-		sortUint16s(l.sortedCiphers)
 		var computed sortedPart
 		computed.set(a, &l)
 		sortedParts.add(key, mh, computed)
@@ -125,10 +123,10 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 
 // ja4Lists are the lists of a hello that JA4 reads, GREASE removed.
 type ja4Lists struct {
-	ciphers, sortedCiphers []uint16
-	exts                   []uint16 // wire order, SNI and ALPN included
-	sortedExts             []uint16 // sorted, without SNI and ALPN
-	sigalgs                []uint16 // wire order
+	ciphers    []uint16 // wire order
+	exts       []uint16 // wire order, SNI and ALPN included
+	sortedExts []uint16 // sorted, without SNI and ALPN
+	sigalgs    []uint16 // wire order
 }
 
 // appendKey appends to k what determines a sortedPart: part a (fixed
@@ -163,15 +161,17 @@ var sortedParts = newCache[sortedPart]()
 
 // set computes JA4 and JA4_r, and the wire-order cipher suites and
 // signature algorithms for JA4_o and JA4_ro, as substrings of one string.
-// l.sortedCiphers must be set.
 func (sp *sortedPart) set(a []byte, l *ja4Lists) {
+	var csbuf [64]uint16
+	sortedCiphers := append(csbuf[:0], l.ciphers...)
+	sortUint16s(sortedCiphers)
 	var scratch [1024]byte
 	buf := scratch[:0]
 	// JA4_r, whose parts b and c are hashed for JA4.
 	buf = append(buf, a...)
 	buf = append(buf, '_')
 	cs := len(buf)
-	buf = appendList(buf, l.sortedCiphers)
+	buf = appendList(buf, sortedCiphers)
 	ce := len(buf)
 	buf = append(buf, '_')
 	es := len(buf)
