@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/maatproxy/maat/internal/testgoaccess"
 )
 
 // accessRecords are requests as the edge fills them, with their combined
@@ -82,11 +84,6 @@ func TestAccessCombined(t *testing.T) {
 	}
 }
 
-// goaccessCombined is GoAccess's COMBINED log format
-// (--log-format=COMBINED), read with --date-format=%d/%b/%Y and
-// --time-format=%H:%M:%S.
-const goaccessCombined = `%h %^[%d:%t %^] "%r" %s %b "%R" "%u"`
-
 // goaccessLine is what GoAccess takes from a line: the request split into
 // method, URI and protocol, and nginx's \xHH escapes decoded.
 type goaccessLine struct {
@@ -96,59 +93,34 @@ type goaccessLine struct {
 	bytes                                    int64
 }
 
-// parseGoAccess reads a line as GoAccess reads it with goaccessCombined:
-// each specifier takes the text up to the next character of the format,
-// skipping a character after a backslash (GoAccess's parse_string); %^
-// is skipped; the host must be an address (GoAccess validates it).
+// parseGoAccess reads a line as GoAccess reads it with its COMBINED
+// format (testgoaccess.Split); the host must be an address (GoAccess
+// validates it).
 func parseGoAccess(line string) (goaccessLine, error) {
-	tokens := map[byte]string{}
-	format := goaccessCombined
-	for i := 0; i < len(format); i++ {
-		if format[i] != '%' {
-			if line == "" || line[0] != format[i] {
-				return goaccessLine{}, fmt.Errorf("want %q at %q", format[i], line)
-			}
-			line = line[1:]
-			continue
-		}
-		i++
-		spec, delim := format[i], byte(0)
-		if i+1 < len(format) {
-			delim = format[i+1]
-		}
-		j := 0
-		for j < len(line) && (delim == 0 || line[j] != delim) {
-			if line[j] == '\\' {
-				j++
-			}
-			j++
-		}
-		if j > len(line) || (delim != 0 && j == len(line)) {
-			return goaccessLine{}, fmt.Errorf("%%%c: no %q after it", spec, delim)
-		}
-		tokens[spec], line = line[:j], line[j:]
+	tokens, err := testgoaccess.Split(testgoaccess.Combined, line)
+	if err != nil {
+		return goaccessLine{}, err
 	}
 	var l goaccessLine
-	var err error
-	if _, err := netip.ParseAddr(tokens['h']); err != nil {
+	if _, err := netip.ParseAddr(tokens["h"]); err != nil {
 		return l, fmt.Errorf("%%h: %w", err)
 	}
-	l.host = tokens['h']
-	if l.time, err = time.Parse("02/Jan/2006 15:04:05", tokens['d']+" "+tokens['t']); err != nil {
+	l.host = tokens["h"]
+	if l.time, err = time.Parse("02/Jan/2006 15:04:05", tokens["d"]+" "+tokens["t"]); err != nil {
 		return l, err
 	}
-	if len(tokens['s']) != 3 {
-		return l, fmt.Errorf("%%s %q", tokens['s'])
+	if len(tokens["s"]) != 3 {
+		return l, fmt.Errorf("%%s %q", tokens["s"])
 	}
-	if l.status, err = strconv.Atoi(tokens['s']); err != nil {
+	if l.status, err = strconv.Atoi(tokens["s"]); err != nil {
 		return l, err
 	}
-	if b := tokens['b']; b != "-" {
+	if b := tokens["b"]; b != "-" {
 		if l.bytes, err = strconv.ParseInt(b, 10, 64); err != nil {
 			return l, err
 		}
 	}
-	req := unescapeNginx(tokens['r'])
+	req := testgoaccess.Unescape(tokens["r"])
 	if sp := strings.IndexByte(req, ' '); sp >= 0 {
 		l.method, req = req[:sp], req[sp+1:]
 		if sp := strings.LastIndexByte(req, ' '); sp >= 0 {
@@ -156,24 +128,8 @@ func parseGoAccess(line string) (goaccessLine, error) {
 		}
 	}
 	l.uri = req
-	l.referer, l.agent = unescapeNginx(tokens['R']), unescapeNginx(tokens['u'])
+	l.referer, l.agent = testgoaccess.Unescape(tokens["R"]), testgoaccess.Unescape(tokens["u"])
 	return l, nil
-}
-
-// unescapeNginx decodes the \xHH escapes of an nginx log field.
-func unescapeNginx(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' {
-			if n, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // hostileAgents are User-Agents sent to break a log reader.
@@ -646,45 +602,13 @@ func BenchmarkAccessWrite(b *testing.B) {
 	}
 	for _, bm := range benchmarks {
 		b.Run(bm.name, func(b *testing.B) {
-			const queue = 1 << 13
-			var out io.Writer = io.Discard
-			blocked := &blockedWriter{entered: make(chan struct{}, 1), release: make(chan struct{})}
-			if bm.queued {
-				out = blocked
-			}
-			w, err := NewAccessWriter(AccessConfig{Output: out, QueueSize: queue, Format: bm.format})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer w.Close()
-			defer close(blocked.release)
-			r := bm.rec
-			if bm.queued {
-				w.Write(&r)
-				<-blocked.entered
-			}
-			b.ReportAllocs()
-			if bm.parallel {
-				b.RunParallel(func(pb *testing.PB) {
-					r := r
-					for pb.Next() {
-						w.Write(&r)
-					}
-				})
-			} else {
-				i := 0
-				for b.Loop() {
-					w.Write(&r)
-					if i++; bm.queued && i%queue == 0 {
-						b.StopTimer()
-						for len(w.queue) > 0 {
-							<-w.queue
-						}
-						b.StartTimer()
-					}
+			benchWrite(b, bm.rec, bm.queued, bm.parallel, func(out io.Writer, queue int) (*sink[AccessRecord], func(*AccessRecord), error) {
+				w, err := NewAccessWriter(AccessConfig{Output: out, QueueSize: queue, Format: bm.format})
+				if err != nil {
+					return nil, nil, err
 				}
-			}
-			b.ReportMetric(float64(w.Dropped())/float64(b.N), "dropped/op")
+				return &w.sink, w.Write, nil
+			})
 		})
 	}
 }

@@ -396,48 +396,64 @@ func BenchmarkWrite(b *testing.B) {
 	}
 	for _, bm := range benchmarks {
 		b.Run(bm.name, func(b *testing.B) {
-			const queue = 1 << 13
-			var out io.Writer = io.Discard
-			blocked := &blockedWriter{entered: make(chan struct{}, 1), release: make(chan struct{})}
-			if bm.queued {
-				out = blocked
-			}
-			w, err := NewWriter(Config{Output: out, QueueSize: queue})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer w.Close()
-			defer close(blocked.release)
 			r := bm.rec
 			r.RemoteIP = netip.MustParseAddr("2001:db8::1")
-			if bm.queued {
-				w.Write(&r)
-				<-blocked.entered
-			}
-			b.ReportAllocs()
-			if bm.parallel {
-				b.RunParallel(func(pb *testing.PB) {
-					r := r
-					for pb.Next() {
-						w.Write(&r)
-					}
-				})
-			} else {
-				i := 0
-				for b.Loop() {
-					w.Write(&r)
-					if i++; bm.queued && i%queue == 0 {
-						b.StopTimer()
-						for len(w.queue) > 0 {
-							<-w.queue
-						}
-						b.StartTimer()
-					}
+			benchWrite(b, r, bm.queued, bm.parallel, func(out io.Writer, queue int) (*sink[entry], func(*Record), error) {
+				w, err := NewWriter(Config{Output: out, QueueSize: queue})
+				if err != nil {
+					return nil, nil, err
 				}
-			}
-			b.ReportMetric(float64(w.Dropped())/float64(b.N), "dropped/op")
+				return &w.sink, w.Write, nil
+			})
 		})
 	}
+}
+
+// benchWrite is the loop of BenchmarkWrite and BenchmarkAccessWrite. open
+// builds a writer on out with a queue of the given length and returns its
+// sink and its Write. With queued, the writing goroutine is held in its
+// output, so that every record takes the queue (emptied now and then,
+// untimed); otherwise it encodes on another core and falls behind.
+func benchWrite[E, R any](b *testing.B, rec R, queued, parallel bool, open func(out io.Writer, queue int) (*sink[E], func(*R), error)) {
+	const queue = 1 << 13
+	var out io.Writer = io.Discard
+	blocked := &blockedWriter{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	if queued {
+		out = blocked
+	}
+	s, write, err := open(out, queue)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	defer close(blocked.release)
+	r := rec
+	if queued {
+		write(&r)
+		<-blocked.entered
+	}
+	b.ReportAllocs()
+	if parallel {
+		b.RunParallel(func(pb *testing.PB) {
+			r := r
+			for pb.Next() {
+				write(&r)
+			}
+		})
+	} else {
+		i := 0
+		for b.Loop() {
+			write(&r)
+			if i++; queued && i%queue == 0 {
+				b.StopTimer()
+				for len(s.queue) > 0 {
+					<-s.queue
+				}
+				b.StartTimer()
+			}
+		}
+	}
+	b.ReportMetric(float64(s.Dropped())/float64(b.N), "dropped/op")
 }
 
 func BenchmarkAppendJSON(b *testing.B) {

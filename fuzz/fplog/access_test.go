@@ -10,64 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/internal/testgoaccess"
 )
-
-// readGoAccess splits a line as GoAccess does with its COMBINED format,
-// %h %^[%d:%t %^] "%r" %s %b "%R" "%u": each specifier takes the text up to
-// the next character of the format, skipping the character after a
-// backslash (GoAccess's parse_string). It returns the tokens by specifier,
-// %^ included in order, still escaped.
-func readGoAccess(line string) (map[string]string, error) {
-	const format = `%h %^[%d:%t %^] "%r" %s %b "%R" "%u"`
-	tokens := map[string]string{}
-	skips := 0
-	for i := 0; i < len(format); i++ {
-		if format[i] != '%' {
-			if line == "" || line[0] != format[i] {
-				return nil, fmt.Errorf("want %q at %q", format[i], line)
-			}
-			line = line[1:]
-			continue
-		}
-		i++
-		spec, delim := string(format[i]), byte(0)
-		if i+1 < len(format) {
-			delim = format[i+1]
-		}
-		j := 0
-		for j < len(line) && (delim == 0 || line[j] != delim) {
-			if line[j] == '\\' {
-				j++
-			}
-			j++
-		}
-		if j > len(line) || (delim != 0 && j == len(line)) {
-			return nil, fmt.Errorf("%%%s: no %q after it", spec, delim)
-		}
-		if spec == "^" {
-			skips++
-			spec += strconv.Itoa(skips)
-		}
-		tokens[spec], line = line[:j], line[j:]
-	}
-	return tokens, nil
-}
-
-// unescape decodes nginx's \xHH escapes.
-func unescape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' {
-			if n, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
 
 // logItem is a field as a combined line should hold it: "-" when empty,
 // else cut to MaxFieldBytes at a character start.
@@ -103,7 +47,7 @@ func FuzzAppendCombined(f *testing.F) {
 		if strings.ContainsAny(line, "\r\n") {
 			t.Fatalf("a line break in %q", line)
 		}
-		tok, err := readGoAccess(line)
+		tok, err := testgoaccess.Split(testgoaccess.Combined, line)
 		if err != nil {
 			t.Fatalf("GoAccess cannot read %q: %v", line, err)
 		}
@@ -121,15 +65,15 @@ func FuzzAppendCombined(f *testing.F) {
 		}
 		for _, c := range []struct{ spec, got, want string }{
 			{"%h", tok["h"], "2001:db8::7"},
-			{"%^ (user)", unescape(strings.TrimSuffix(tok["^1"], " ")), "- " + logItem(user)},
+			{"%^ (user)", testgoaccess.Unescape(strings.TrimSuffix(tok["^1"], " ")), "- " + logItem(user)},
 			{"%d", tok["d"], "03/Dec/2025"},
 			{"%t", tok["t"], "10:32:08"},
 			{"%^ (zone)", tok["^2"], "+0000"},
-			{"%r", unescape(tok["r"]), wantRequest},
+			{"%r", testgoaccess.Unescape(tok["r"]), wantRequest},
 			{"%s", tok["s"], wantStatus},
 			{"%b", tok["b"], wantBytes},
-			{"%R", unescape(tok["R"]), logItem(referer)},
-			{"%u", unescape(tok["u"]), logItem(ua)},
+			{"%R", testgoaccess.Unescape(tok["R"]), logItem(referer)},
+			{"%u", testgoaccess.Unescape(tok["u"]), logItem(ua)},
 		} {
 			if c.got != c.want {
 				t.Errorf("%s = %q; want %q in %q", c.spec, c.got, c.want, line)
