@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"time"
+
+	"github.com/maatproxy/maat/clientnet"
 )
 
 // Defaults used when the corresponding Config field is zero.
@@ -217,18 +219,7 @@ type Client struct {
 }
 
 // prefix is the client's /24 (IPv4) or /64 (IPv6) network.
-func (cl Client) prefix() netip.Prefix {
-	ip := cl.IP.Unmap()
-	bits := 64
-	if ip.Is4() {
-		bits = 24
-	}
-	p, err := ip.Prefix(bits)
-	if err != nil {
-		return netip.Prefix{}
-	}
-	return p
-}
+func (cl Client) prefix() netip.Prefix { return clientnet.Prefix(cl.IP) }
 
 // Spec is what the policy asks of a challenge.
 type Spec struct {

@@ -17,6 +17,8 @@ type Messages interface {
 	// ?lang= override (which wins when supported) and the Accept-Language
 	// header.
 	Match(override, acceptLanguage string) language.Tag
+	// Dir returns the text direction of a language: "rtl" or "ltr".
+	Dir(tag language.Tag) string
 }
 
 // defaultMessages are the English texts of every message the pages use,
@@ -61,20 +63,6 @@ func MessageIDs() map[string]bool {
 		out[m.ID] = m.One != ""
 	}
 	return out
-}
-
-// rtlBases are the base languages written right to left.
-var rtlBases = [...]string{"ar", "he", "fa", "ur", "ps", "sd", "ug", "yi", "dv", "ckb"}
-
-func isRTL(tag language.Tag) bool {
-	base, _ := tag.Base()
-	b := base.String()
-	for _, r := range rtlBases {
-		if b == r {
-			return true
-		}
-	}
-	return false
 }
 
 // lang is one language's precomputed page text.
@@ -133,8 +121,8 @@ func newLangs(msgs Messages) (map[language.Tag]*lang, *lang) {
 	out := make(map[language.Tag]*lang)
 	for _, tag := range bundle.LanguageTags() {
 		l := &lang{tag: tag, code: tag.String(), dir: "ltr", t: make(map[string]string, len(defaultMessages))}
-		if isRTL(tag) {
-			l.dir = "rtl"
+		if msgs != nil {
+			l.dir = msgs.Dir(tag)
 		}
 		l.localizer = i18n.NewLocalizer(bundle, tag.String())
 		for i := range defaultMessages {

@@ -23,6 +23,16 @@ type fileMessages struct {
 
 func (m *fileMessages) Bundle() *i18n.Bundle { return m.bundle }
 
+// Dir knows the right-to-left languages of the locale files; the real list
+// is the locales package's.
+func (m *fileMessages) Dir(tag language.Tag) string {
+	switch base, _ := tag.Base(); base.String() {
+	case "ar", "he", "fa", "ur":
+		return "rtl"
+	}
+	return "ltr"
+}
+
 func (m *fileMessages) Match(override, accept string) language.Tag {
 	if t, err := language.Parse(override); err == nil {
 		if _, i, _ := m.matcher.Match(t); i != 0 || t == language.English {

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/maatproxy/maat/accept"
 )
 
 //go:embed templates/*.html
@@ -293,17 +295,11 @@ func csp(nonce string, script bool) string {
 	return s
 }
 
+// gzipOnly is the one coding pages and assets are stored in.
+var gzipOnly = []string{accept.Gzip}
+
 func acceptsGzip(r *http.Request) bool {
-	for _, v := range r.Header["Accept-Encoding"] {
-		for part := range strings.SplitSeq(v, ",") {
-			name, q, _ := strings.Cut(strings.TrimSpace(part), ";")
-			if strings.EqualFold(strings.TrimSpace(name), "gzip") {
-				q = strings.ReplaceAll(q, " ", "")
-				return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
-			}
-		}
-	}
-	return false
+	return accept.Encoding(r.Header["Accept-Encoding"], gzipOnly) == accept.Gzip
 }
 
 func gzipBytes(b []byte) []byte {

@@ -3,6 +3,8 @@ package compress
 import (
 	"net/http"
 	"sync"
+
+	"github.com/maatproxy/maat/accept"
 )
 
 // Compressor compresses the responses of the handlers it wraps. It is safe
@@ -58,7 +60,7 @@ func (c *Compressor) getWriter(w http.ResponseWriter, r *http.Request) *response
 	}
 	rw.ResponseWriter = w
 	rw.codec = nil
-	if name := Negotiate(r.Header["Accept-Encoding"], c.names); name != "" {
+	if name := accept.Encoding(r.Header["Accept-Encoding"], c.names); name != "" {
 		for i, n := range c.names {
 			if n == name {
 				rw.codec = c.codecs[i]

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"mime"
 	"strings"
+
+	"github.com/maatproxy/maat/accept"
 )
 
 // Level trades CPU for size. Each encoding maps it to its own scale.
@@ -33,9 +35,9 @@ const MaxMinSize = 1 << 20
 
 // Encoding names, as they appear in Accept-Encoding and Content-Encoding.
 const (
-	Zstd   = "zstd"
-	Brotli = "br"
-	Gzip   = "gzip"
+	Zstd   = accept.Zstd
+	Brotli = accept.Brotli
+	Gzip   = accept.Gzip
 )
 
 // ErrConfig is wrapped by every error Validate returns.

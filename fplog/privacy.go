@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/netip"
+
+	"github.com/maatproxy/maat/clientnet"
 )
 
 // Client address modes, for Config.ClientIP.
@@ -30,12 +32,7 @@ func clientIP(mode string, key []byte, addr netip.Addr) string {
 	addr = addr.Unmap().WithZone("")
 	switch mode {
 	case ClientIPPrefix:
-		bits := 64
-		if addr.Is4() {
-			bits = 24
-		}
-		p, _ := addr.Prefix(bits)
-		return p.String()
+		return clientnet.Prefix(addr).String()
 	case ClientIPHash:
 		mac := hmac.New(sha256.New, key)
 		b := addr.As16()
@@ -57,11 +54,5 @@ func combinedHost(mode string, key []byte, addr netip.Addr) string {
 	if mode != ClientIPPrefix || !addr.IsValid() {
 		return clientIP(mode, key, addr)
 	}
-	addr = addr.Unmap().WithZone("")
-	bits := 64
-	if addr.Is4() {
-		bits = 24
-	}
-	p, _ := addr.Prefix(bits)
-	return p.Addr().String()
+	return clientnet.Prefix(addr).Addr().String()
 }

@@ -148,6 +148,10 @@ func (c *Catalog) match(override, acceptLanguage string) int {
 // rtl lists the base languages written right to left.
 var rtl = [...]string{"ar", "he", "fa", "ur", "ps", "sd", "ug", "yi", "dv", "ckb"}
 
+// Dir returns "rtl" for a language written right to left, else "ltr"
+// (the package function Dir).
+func (c *Catalog) Dir(t language.Tag) string { return Dir(t) }
+
 // Dir returns "rtl" for a language written right to left, else "ltr".
 func Dir(t language.Tag) string {
 	base, _ := t.Base()

@@ -2,11 +2,12 @@ package policy
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
 	"cel.dev/cel-go/common/types"
+
+	"github.com/maatproxy/maat/clientnet"
 )
 
 // scan is the per-request prefilter state, kept on Evaluate's stack.
@@ -155,22 +156,7 @@ func (ru *rule) rateKeyFor(r *Request) string {
 			return ru.rateKeyPrefix + "pass:" + r.Pass
 		}
 	}
-	return ru.rateKeyPrefix + "ip:" + ClientPrefix(r.RemoteAddr).String()
-}
-
-// ClientPrefix returns the prefix a client is counted by: its /24 for IPv4,
-// its /64 for IPv6.
-func ClientPrefix(a netip.Addr) netip.Prefix {
-	a = a.Unmap()
-	bits := 64
-	if a.Is4() {
-		bits = 24
-	}
-	p, err := a.Prefix(bits)
-	if err != nil {
-		return netip.Prefix{}
-	}
-	return p
+	return ru.rateKeyPrefix + "ip:" + clientnet.Prefix(r.RemoteAddr).String()
 }
 
 // Explain evaluates r and describes, line by line, the signals that fired,

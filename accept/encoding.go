@@ -1,19 +1,39 @@
-package compress
+package accept
 
 import "strings"
 
-// Negotiate returns the content coding to use for a request whose
-// Accept-Encoding field values are accept, from offered (in the server's
+// The content codings of RFC 9110, section 8.4.1, under the names
+// Accept-Encoding and Content-Encoding use.
+const (
+	Gzip   = "gzip"
+	Brotli = "br"
+	Zstd   = "zstd"
+)
+
+// Encoding returns the content coding to use for a request whose
+// Accept-Encoding field values are fields, from offered (in the server's
 // order of preference), or "" for none (identity). It follows RFC 9110,
 // section 12.5.3: the coding with the highest q-value wins, ties go to the
 // earlier offered coding, q=0 refuses, "*" gives its q-value to every coding
 // not named, "x-gzip" is gzip, and an explicit "identity" with a higher
 // q-value than every acceptable coding wins over them. No field at all, or
 // an empty one, means identity. An element with a malformed q-value is
-// ignored. Negotiate does not allocate.
-func Negotiate(accept []string, offered []string) string {
+// ignored. Encoding does not allocate.
+func Encoding(fields []string, offered []string) string {
+	var buf [8]int
+	if r := Rank(fields, offered, buf[:0]); len(r) > 0 {
+		return offered[r[0]]
+	}
+	return ""
+}
+
+// Rank appends to dst the indexes into offered of the codings the client
+// accepts, best first: by q-value, then in offered's order. A coding the
+// client values below an explicit "identity" is left out, as Encoding would
+// never choose it. Rank does not allocate when dst has room for offered.
+func Rank(fields []string, offered []string, dst []int) []int {
 	star, identity := -1, -1
-	for s := (acceptScanner{vals: accept}); ; {
+	for s := (scanner{vals: fields}); ; {
 		coding, q, ok := s.next()
 		if !ok {
 			break
@@ -25,10 +45,11 @@ func Negotiate(accept []string, offered []string) string {
 			identity = q
 		}
 	}
-	best, bestQ := -1, 0
+	start := len(dst)
+	var qs [16]int // q-values of the ranked entries, by position after start
 	for i, o := range offered {
 		q := star
-		for s := (acceptScanner{vals: accept}); ; {
+		for s := (scanner{vals: fields}); ; {
 			coding, cq, ok := s.next()
 			if !ok {
 				break
@@ -38,14 +59,21 @@ func Negotiate(accept []string, offered []string) string {
 				break
 			}
 		}
-		if q > bestQ {
-			best, bestQ = i, q
+		if q <= 0 || q < identity || len(dst)-start >= len(qs) {
+			continue
 		}
+		// Insert by descending q; equal q keeps offered's order.
+		dst = append(dst, i)
+		j := len(dst) - 1 - start
+		for j > 0 && qs[j-1] < q {
+			qs[j] = qs[j-1]
+			dst[start+j] = dst[start+j-1]
+			j--
+		}
+		qs[j] = q
+		dst[start+j] = i
 	}
-	if best < 0 || identity > bestQ {
-		return ""
-	}
-	return offered[best]
+	return dst
 }
 
 // sameCoding reports whether the coding named in Accept-Encoding is the
@@ -55,16 +83,16 @@ func sameCoding(coding, offered string) bool {
 		strings.EqualFold(offered, Gzip) && strings.EqualFold(coding, "x-gzip")
 }
 
-// acceptScanner walks the elements of Accept-Encoding field values:
+// scanner walks the elements of Accept-Encoding field values:
 // coding *( OWS ";" OWS parameter ), separated by commas.
-type acceptScanner struct {
+type scanner struct {
 	vals []string
 	rest string
 }
 
 // next returns the next well-formed element's coding and its q-value in
 // thousandths (1000 if absent).
-func (s *acceptScanner) next() (coding string, q int, ok bool) {
+func (s *scanner) next() (coding string, q int, ok bool) {
 	for {
 		for s.rest == "" {
 			if len(s.vals) == 0 {

@@ -1,11 +1,11 @@
-package compress
+package accept
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestNegotiate(t *testing.T) {
+func TestEncoding(t *testing.T) {
 	t.Parallel()
 	all := []string{Zstd, Brotli, Gzip}
 	for _, tt := range []struct {
@@ -46,8 +46,8 @@ func TestNegotiate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := Negotiate(tt.accept, tt.offered); got != tt.want {
-				t.Errorf("Negotiate(%q, %q) = %q, want %q", tt.accept, tt.offered, got, tt.want)
+			if got := Encoding(tt.accept, tt.offered); got != tt.want {
+				t.Errorf("Encoding(%q, %q) = %q, want %q", tt.accept, tt.offered, got, tt.want)
 			}
 		})
 	}
@@ -70,17 +70,57 @@ func TestParseQ(t *testing.T) {
 	}
 }
 
-func TestNegotiateDoesNotAllocate(t *testing.T) {
-	accept := []string{"gzip;q=0.5, deflate, br;q=0.9, zstd;q=0.1, *;q=0"}
-	offered := []string{Zstd, Brotli, Gzip}
-	if n := testing.AllocsPerRun(100, func() { Negotiate(accept, offered) }); n != 0 {
-		t.Errorf("Negotiate allocates %v times", n)
+func TestRank(t *testing.T) {
+	t.Parallel()
+	all := []string{Zstd, Brotli, Gzip}
+	for _, tt := range []struct {
+		name   string
+		accept []string
+		want   []string
+	}{
+		{"no field", nil, nil},
+		{"chrome", []string{"gzip, deflate, br, zstd"}, []string{Zstd, Brotli, Gzip}},
+		{"q order", []string{"zstd;q=0.5, gzip;q=0.9, br;q=0.7"}, []string{Gzip, Brotli, Zstd}},
+		{"ties keep offered order", []string{"gzip;q=0.8, br;q=0.8, zstd;q=0.1"}, []string{Brotli, Gzip, Zstd}},
+		{"refused left out", []string{"*, br;q=0"}, []string{Zstd, Gzip}},
+		{"below identity left out", []string{"gzip;q=0.9, br;q=0.4, identity;q=0.5"}, []string{Gzip}},
+		{"x-gzip", []string{"x-gzip;q=0.5, zstd"}, []string{Zstd, Gzip}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var got []string
+			for _, i := range Rank(tt.accept, all, nil) {
+				got = append(got, all[i])
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("Rank(%q) = %q, want %q", tt.accept, got, tt.want)
+			}
+			want := ""
+			if len(tt.want) > 0 {
+				want = tt.want[0]
+			}
+			if e := Encoding(tt.accept, all); e != want {
+				t.Errorf("Encoding(%q) = %q, but Rank's first is %q", tt.accept, e, want)
+			}
+		})
 	}
 }
 
-// referenceNegotiate is a plain restatement of RFC 9110, section 12.5.3,
-// with maps and strings.Split, to check Negotiate against.
-func referenceNegotiate(accept []string, offered []string) string {
+func TestEncodingDoesNotAllocate(t *testing.T) {
+	accept := []string{"gzip;q=0.5, deflate, br;q=0.9, zstd;q=0.1, *;q=0"}
+	offered := []string{Zstd, Brotli, Gzip}
+	if n := testing.AllocsPerRun(100, func() { Encoding(accept, offered) }); n != 0 {
+		t.Errorf("Encoding allocates %v times", n)
+	}
+	var buf [3]int
+	if n := testing.AllocsPerRun(100, func() { Rank(accept, offered, buf[:0]) }); n != 0 {
+		t.Errorf("Rank allocates %v times", n)
+	}
+}
+
+// referenceEncoding is a plain restatement of RFC 9110, section 12.5.3,
+// with maps and strings.Split, to check Encoding against.
+func referenceEncoding(accept []string, offered []string) string {
 	qs := map[string]int{}
 	for _, v := range accept {
 		for _, elem := range strings.Split(v, ",") {
@@ -120,30 +160,4 @@ func referenceNegotiate(accept []string, offered []string) string {
 		return ""
 	}
 	return best
-}
-
-// FuzzNegotiate checks Negotiate against the reference on any
-// Accept-Encoding value: it returns an offered coding or "", and the same
-// one as the reference, which differs only where "x-gzip" and "gzip" are
-// both named (the reference merges them, Negotiate reads the first match).
-func FuzzNegotiate(f *testing.F) {
-	for _, s := range []string{
-		"gzip, deflate, br, zstd", "gzip;q=0.5, identity", "*;q=0", "x-gzip;q=0.3, br;q=0.3",
-		"zstd;q=0, *", " GZip ; Q=0.5 ,\tBR;q=0.4", ";;,=;q=", "br;q=1.001",
-	} {
-		f.Add(s)
-	}
-	offered := []string{Zstd, Brotli, Gzip}
-	f.Fuzz(func(t *testing.T, s string) {
-		got := Negotiate([]string{s}, offered)
-		if got != "" && got != Zstd && got != Brotli && got != Gzip {
-			t.Fatalf("Negotiate(%q) = %q, not offered", s, got)
-		}
-		if strings.Contains(strings.ToLower(s), "x-gzip") {
-			return
-		}
-		if want := referenceNegotiate([]string{s}, offered); got != want {
-			t.Fatalf("Negotiate(%q) = %q, reference says %q", s, got, want)
-		}
-	})
 }
