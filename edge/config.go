@@ -28,6 +28,7 @@ type Config struct {
 	Log            LogConfig       `yaml:"log"`
 	Fingerprints   Fingerprints    `yaml:"fingerprints"`
 	Timeouts       Timeouts        `yaml:"timeouts"`
+	Limits         Limits          `yaml:"limits"`
 	TrustedProxies []Prefix        `yaml:"trusted_proxies"` // CIDRs whose X-Forwarded-For is believed
 
 	// Demo marks the embedded `edge demo` configuration: every host is
@@ -213,6 +214,18 @@ type Timeouts struct {
 	FailPause      Duration `yaml:"fail_pause"` // a failing upstream address is skipped this long; default 10s
 }
 
+// Limits bound what one client, or all of them together, can hold of the
+// edge and of the upstreams (DESIGN.md, "Request hygiene", the last point).
+// Each has a default a small site can live with.
+type Limits struct {
+	// UpstreamConns caps the connections to each upstream address; requests
+	// beyond it wait in line for a free one. Default 32.
+	UpstreamConns int `yaml:"upstream_conns"`
+	// UpstreamQueue is how long a request waits for a free upstream
+	// connection before it is answered 503 with Retry-After. Default 10s.
+	UpstreamQueue Duration `yaml:"upstream_queue"`
+}
+
 // Duration is a time.Duration written as "10s" in YAML.
 type Duration time.Duration
 
@@ -238,6 +251,7 @@ func DefaultConfig() Config {
 			Drain:        Duration(30 * time.Second),
 			FailPause:    Duration(10 * time.Second),
 		},
+		Limits: Limits{UpstreamConns: 32, UpstreamQueue: Duration(10 * time.Second)},
 	}
 }
 

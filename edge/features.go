@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,14 +35,17 @@ func compileRedirects(rs []Redirect) []redirect {
 	return out
 }
 
-// match returns the target of path, keeping the rest of a prefix and the query.
+// match returns the target of path (the request's normalized path),
+// keeping the rest of a prefix, escaped again, and the query. The result is
+// always a path on the site or the operator's absolute URL (safeLocation).
 func (r *redirect) match(path, rawQuery string) (string, bool) {
 	var to string
 	switch {
 	case r.prefix && strings.HasPrefix(path, r.from):
-		to = r.to + path[len(r.from):]
-		if !strings.HasSuffix(r.to, "/") && len(path) > len(r.from) {
-			to = r.to + "/" + path[len(r.from):]
+		rest := (&url.URL{Path: path[len(r.from):]}).EscapedPath()
+		to = r.to + rest
+		if !strings.HasSuffix(r.to, "/") && rest != "" {
+			to = r.to + "/" + rest
 		}
 	case !r.prefix && path == r.from:
 		to = r.to
@@ -51,7 +55,22 @@ func (r *redirect) match(path, rawQuery string) (string, bool) {
 	if rawQuery != "" {
 		to += "?" + rawQuery
 	}
-	return to, true
+	return safeLocation(to), true
+}
+
+// safeLocation keeps a redirect target a path on the site when it starts
+// with "/": no concatenation may make it scheme-relative ("//host") or a
+// backslash URL ("/\host", which browsers read as "//host"), and no line
+// break may split the header.
+func safeLocation(loc string) string {
+	if strings.ContainsAny(loc, "\r\n\x00") {
+		return "/"
+	}
+	if strings.HasPrefix(loc, "/") {
+		rest := strings.TrimLeft(loc, "/\\")
+		loc = "/" + strings.ReplaceAll(rest, "\\", "%5C")
+	}
+	return loc
 }
 
 func hstsValue(site *Site, mode string) string {
@@ -182,15 +201,7 @@ func (b *basicAuth) challenge(w http.ResponseWriter) {
 	_, _ = w.Write([]byte("401 Unauthorized: this part of the site needs a user name and password.\n"))
 }
 
-// httpsURL is the https URL of r on host, with the edge's port when it is
-// not 443. Port 80's redirect, the plain-HTTP answer on the TLS port and the
-// canonical-host redirect all use it.
-func (s *Server) httpsURL(host string, r *http.Request) string {
-	if _, port, _ := net.SplitHostPort(s.addrs.HTTPS); port != "" && port != "443" {
-		host = net.JoinHostPort(host, port)
-	}
-	return "https://" + host + r.URL.RequestURI()
-}
+func joinHostPort(host, port string) string { return net.JoinHostPort(host, port) }
 
 // hostOnly drops the port of a Host header value, if it has one.
 func hostOnly(h string) string {

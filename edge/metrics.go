@@ -2,8 +2,8 @@ package edge
 
 import (
 	"net/http"
-	"time"
 
+	"github.com/maatproxy/maat/certs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -13,16 +13,19 @@ import (
 // client chose: sites are named by their first configured host name, and
 // every other label has a fixed set of values.
 type metrics struct {
-	reg        *prometheus.Registry
-	requests   *prometheus.CounterVec   // site, action, proto
-	challenges *prometheus.CounterVec   // result (issued|passed|failed), reason
-	solve      prometheus.Histogram     // seconds from issue to a good answer, server-measured
-	upstream   *prometheus.HistogramVec // site
-	upErrors   *prometheus.CounterVec   // site, reason
-	handshakes *prometheus.CounterVec   // result (ok|failed|plain_http), proto (tcp|quic)
+	reg          *prometheus.Registry
+	requests     *prometheus.CounterVec   // site, action, proto
+	challenges   *prometheus.CounterVec   // result (issued|passed|failed), reason
+	solve        prometheus.Histogram     // seconds from issue to a good answer, server-measured
+	upstream     *prometheus.HistogramVec // site
+	upErrors     *prometheus.CounterVec   // site, reason
+	clientErrors *prometheus.CounterVec   // site, reason: requests the client spoiled (bad body, too large)
+	handshakes   *prometheus.CounterVec   // result (ok|failed|plain_http), proto (tcp|quic)
 }
 
-func newMetrics(s *Server) *metrics {
+// newMetrics registers the series; certStatus, if not nil, reports the
+// certificates' expiry at scrape time.
+func newMetrics(certStatus func() []certs.NameStatus) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "maat_requests_total", Help: "Requests by site, decision and protocol.",
@@ -41,15 +44,21 @@ func newMetrics(s *Server) *metrics {
 	m.upErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "maat_upstream_errors_total", Help: "Upstream exchanges that failed, by reason.",
 	}, []string{"site", "reason"})
+	m.clientErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "maat_client_errors_total", Help: "Requests the client spoiled (a broken or oversized body), by reason.",
+	}, []string{"site", "reason"})
 	m.handshakes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "maat_tls_handshakes_total", Help: "TLS handshakes by result and transport.",
 	}, []string{"result", "transport"})
 	certExpiry := prometheus.NewDesc("maat_certificate_expiry_timestamp_seconds",
 		"Expiry of the certificate in use, per configured name.", []string{"name"}, nil)
-	m.reg.MustRegister(m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.handshakes,
+	m.reg.MustRegister(m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectorFunc{desc: certExpiry, collect: func(ch chan<- prometheus.Metric) {
-			for _, ns := range s.certs.Status() {
+			if certStatus == nil {
+				return
+			}
+			for _, ns := range certStatus() {
 				if !ns.NotAfter.IsZero() {
 					ch <- prometheus.MustNewConstMetric(certExpiry, prometheus.GaugeValue, float64(ns.NotAfter.Unix()), ns.Name)
 				}
@@ -76,5 +85,3 @@ func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
 func (m *metrics) addCounterFunc(name, help string, labels prometheus.Labels, f func() float64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f))
 }
-
-func sinceSeconds(t time.Time) float64 { return time.Since(t).Seconds() }

@@ -3,25 +3,31 @@ package edge
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
 // newTransport returns the upstream transport: pooled connections sized for
 // a proxy's concurrency (Go's default of 2 idle connections per host costs a
 // third of the throughput), plain HTTP/1.1, no transparent decompression.
-func newTransport(t Timeouts) *http.Transport {
+// Connections per address are capped by the route's pool (see
+// pool.acquire), which queues requests beyond the cap.
+func newTransport(cfg *Config) *http.Transport {
+	t := cfg.Timeouts
 	d := &net.Dialer{Timeout: t.UpstreamDial.D(), KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		Proxy:                  nil, // never an environment proxy between the edge and its upstream
 		DialContext:            d.DialContext,
 		MaxIdleConns:           4096,
-		MaxIdleConnsPerHost:    1024,
+		MaxIdleConnsPerHost:    cfg.Limits.UpstreamConns,
 		IdleConnTimeout:        90 * time.Second,
 		ResponseHeaderTimeout:  t.UpstreamHeader.D(),
 		ExpectContinueTimeout:  time.Second,
@@ -32,28 +38,33 @@ func newTransport(t Timeouts) *http.Transport {
 	}
 }
 
-// newReverseProxy returns the proxy for all sites: the route and address
-// travel in the request's state, chosen before ServeHTTP.
-func (s *Server) newReverseProxy(tr http.RoundTripper) *httputil.ReverseProxy {
+// newReverseProxy returns the proxy for all sites of the Handler: the route
+// travels in the request's state, chosen before ServeHTTP, and the
+// upstreamTransport picks the address.
+func (h *Handler) newReverseProxy(tr *http.Transport) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:      tr,
-		Rewrite:        s.rewrite,
-		ErrorHandler:   s.upstreamError,
-		ModifyResponse: s.upstreamResponse,
+		Transport:      &upstreamTransport{base: tr, queue: h.cfg.Limits.UpstreamQueue.D()},
+		Rewrite:        h.rewrite,
+		ErrorHandler:   h.upstreamError,
+		ModifyResponse: h.upstreamResponse,
 		BufferPool:     newBufferPool(),
 		ErrorLog:       nil,
 	}
 }
 
-// rewrite builds the upstream request (DESIGN.md "Headers to the upstream").
-func (s *Server) rewrite(pr *httputil.ProxyRequest) {
+// rewrite builds the upstream request from the inbound one (DESIGN.md
+// "Headers to the upstream"). It runs once per request: a retry on another
+// address changes only the URL's host (upstreamTransport).
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	st := stateOf(pr.In)
-	pr.SetURL(st.target.url) // joins an upstream's base path with the request's, escaping kept
+	st.inURL = pr.In.URL
+	st.target = st.route.pool.pick(st.start, nil)
+	pr.Out.URL = upstreamURL(st.target.url, pr.In.URL)
 	pr.Out.Host = pr.In.Host // the upstream sees the site's name, as behind Caddy
-	h := pr.Out.Header
-	for k := range h { // every client-sent X-Maat-* goes, whatever its case
-		if len(k) >= 7 && strings.EqualFold(k[:7], "X-Maat-") {
-			delete(h, k)
+	hdr := pr.Out.Header
+	for k := range hdr { // every client-sent X-Maat-* goes, whatever its case
+		if hasPrefixFold(k, "X-Maat-") || !st.peerTrusted && (hasPrefixFold(k, "X-Forwarded-") || strings.EqualFold(k, "Forwarded")) {
+			delete(hdr, k)
 		}
 	}
 	// X-Forwarded-For: the client's own values are kept only when they came
@@ -64,21 +75,154 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 			peer = strings.Join(prior, ", ") + ", " + peer
 		}
 	}
-	h["X-Forwarded-For"] = []string{peer}
-	h["X-Forwarded-Proto"] = []string{"https"}
-	h["X-Forwarded-Host"] = []string{pr.In.Host}
-	h["X-Real-Ip"] = []string{st.client.String()}
+	hdr["X-Forwarded-For"] = []string{peer}
+	hdr["X-Forwarded-Proto"] = []string{"https"}
+	hdr["X-Forwarded-Host"] = []string{pr.In.Host}
+	hdr["X-Real-Ip"] = []string{st.client.String()}
+	hdr["X-Request-Id"] = []string{st.id}
 	if st.ja4 != "" {
-		h["X-Maat-Ja4"] = []string{st.ja4}
+		hdr["X-Maat-Ja4"] = []string{st.ja4}
 	}
-	h["X-Maat-Weight"] = []string{strconv.Itoa(st.weight)}
-	h["X-Maat-Action"] = []string{st.action}
+	hdr["X-Maat-Weight"] = []string{strconv.Itoa(st.weight)}
+	hdr["X-Maat-Action"] = []string{st.action}
 	if st.demo {
-		demoHeaders(h, pr.In, st)
+		demoHeaders(hdr, pr.In, st)
 	}
 	for i := range st.route.reqOps {
-		st.route.reqOps[i].apply(h)
+		st.route.reqOps[i].apply(hdr)
 	}
+	if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
+		pr.Out.Body = &clientBody{ReadCloser: pr.Out.Body, st: st}
+	}
+}
+
+// upstreamURL is the URL of the inbound request at an upstream address:
+// the address's base path joined with the request's path (escaping kept),
+// and the request's query. It is httputil.ProxyRequest.SetURL's join,
+// written once for the first try and for retries on another address.
+func upstreamURL(base, in *url.URL) *url.URL {
+	u := *in
+	u.Scheme, u.Host, u.User = base.Scheme, base.Host, nil
+	if base.Path != "" && base.Path != "/" {
+		p := strings.TrimSuffix(base.EscapedPath(), "/") + in.EscapedPath()
+		u.Path = strings.TrimSuffix(base.Path, "/") + in.Path
+		u.RawPath = ""
+		if u.EscapedPath() != p {
+			u.RawPath = p
+		}
+	}
+	if base.RawQuery != "" && in.RawQuery != "" {
+		u.RawQuery = base.RawQuery + "&" + in.RawQuery
+	} else if base.RawQuery != "" {
+		u.RawQuery = base.RawQuery
+	}
+	return &u
+}
+
+// upstreamTransport sends a request to the route's pool: it takes a
+// connection slot of an address (waiting at most queue for one), and when
+// the connection cannot be made — so nothing was sent — tries the next
+// address with the same request, of which only the URL's host changes.
+type upstreamTransport struct {
+	base  http.RoundTripper
+	queue time.Duration
+}
+
+// errQueueFull marks a request that waited too long for a free connection.
+var errQueueFull = errors.New("edge: no free upstream connection")
+
+func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	st := stateOf(req)
+	pool := st.route.pool
+	var tried [8]*target
+	ntried := 0
+	retryable := req.Body == nil || req.Body == http.NoBody
+	out := req // rewrite built it for st.target
+	for {
+		tg := st.target
+		if err := tg.slots.acquire(req.Context(), t.queue); err != nil {
+			return nil, err
+		}
+		res, err := t.base.RoundTrip(out)
+		if err == nil {
+			holdSlot(res, tg.slots)
+			return res, nil
+		}
+		tg.slots.release()
+		if !isDialError(err) {
+			return nil, err
+		}
+		now := time.Now()
+		pool.fail(tg, now)
+		tried[ntried] = tg
+		ntried++
+		if !retryable || ntried >= len(pool.targets) || ntried >= len(tried) {
+			return nil, err
+		}
+		next := pool.pick(now, tried[:ntried])
+		if next == nil {
+			return nil, err
+		}
+		st.target = next
+		out = new(http.Request)
+		*out = *req
+		out.URL = upstreamURL(next.url, st.inURL)
+	}
+}
+
+// holdSlot keeps an upstream connection slot until the response body is
+// closed (ReverseProxy closes it after copying, or on the client's reset),
+// or, for a protocol switch (websockets), until the tunnel closes.
+func holdSlot(res *http.Response, slots *connSlots) {
+	if rwc, ok := res.Body.(io.ReadWriteCloser); ok && res.StatusCode == http.StatusSwitchingProtocols {
+		res.Body = &releaseRWC{ReadWriteCloser: rwc, slots: slots}
+		return
+	}
+	res.Body = &releaseBody{ReadCloser: res.Body, slots: slots}
+}
+
+type releaseBody struct {
+	io.ReadCloser
+	slots *connSlots
+	done  atomic.Bool
+}
+
+func (b *releaseBody) Close() error {
+	err := b.ReadCloser.Close()
+	if b.done.CompareAndSwap(false, true) {
+		b.slots.release()
+	}
+	return err
+}
+
+type releaseRWC struct {
+	io.ReadWriteCloser
+	slots *connSlots
+	done  atomic.Bool
+}
+
+func (b *releaseRWC) Close() error {
+	err := b.ReadWriteCloser.Close()
+	if b.done.CompareAndSwap(false, true) {
+		b.slots.release()
+	}
+	return err
+}
+
+// clientBody remembers why reading the client's request body failed, so
+// that a broken upload is answered as the client's error, not the
+// upstream's.
+type clientBody struct {
+	io.ReadCloser
+	st *reqState
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && b.st.clientErr == nil {
+		b.st.clientErr = err
+	}
+	return n, err
 }
 
 // securityHeaders adds the site's optional defaults where none is set.
@@ -94,57 +238,64 @@ func securityHeaders(site *site, h http.Header) {
 	}
 }
 
-// upstreamResponse marks the address healthy.
-func (s *Server) upstreamResponse(res *http.Response) error {
+// upstreamResponse marks the address healthy and applies the response
+// rules.
+func (h *Handler) upstreamResponse(res *http.Response) error {
 	st := stateOf(res.Request)
 	st.route.pool.ok(st.target)
-	h := res.Header
-	securityHeaders(st.site, h)
+	hdr := res.Header
+	securityHeaders(st.site, hdr)
 	for i := range st.route.respOps {
-		st.route.respOps[i].apply(h)
+		st.route.respOps[i].apply(hdr)
 	}
-	s.metrics.upstream.WithLabelValues(st.site.name).Observe(sinceSeconds(st.start))
+	h.env.metrics.upstream.WithLabelValues(st.site.name).Observe(sinceSeconds(st.start))
 	return nil
 }
 
-// upstreamError handles a failed upstream exchange: a connection that could
-// not be made is retried on the next address (the request was not sent, so
-// retrying is safe for any method without a body); otherwise a 502 or 504.
-func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+// upstreamError answers a failed exchange: the client's fault (a broken or
+// oversized body: 400 or 413; gone: 499, nothing written) or the upstream's
+// (502, 504, or 503 when every connection stayed busy).
+func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	st := stateOf(r)
-	now := time.Now()
-	if isDialError(err) {
-		st.route.pool.fail(st.target, now)
-		if st.tries < len(st.route.pool.targets) && (r.Body == nil || r.Body == http.NoBody) {
-			if st.tried == nil {
-				st.tried = map[*target]bool{}
-			}
-			st.tried[st.target] = true
-			if t := st.route.pool.pick(now, st.tried); t != nil && !st.tried[t] {
-				st.target = t
-				st.tries++
-				s.proxy.ServeHTTP(w, r)
-				return
-			}
-		}
-	}
-	status := http.StatusBadGateway
-	reason := "upstream_unreachable"
+	st.upstreamErr = err
+	var mbe *http.MaxBytesError
 	switch {
-	case errors.Is(err, context.Canceled):
-		// The client went away; nobody reads the answer.
-		st.status = 499
-		st.upstreamErr = err
+	case errors.As(st.clientErr, &mbe) || errors.As(err, &mbe):
+		st.clientErr = err
+		h.clientError(w, r, st, http.StatusRequestEntityTooLarge, "body_too_large")
 		return
+	case r.Context().Err() != nil || errors.Is(err, context.Canceled):
+		st.status = 499 // the client went away; nobody reads the answer
+		st.clientErr = errClientGone
+		return
+	case st.clientErr != nil:
+		h.clientError(w, r, st, http.StatusBadRequest, "bad_request_body")
+		return
+	}
+	status, reason := http.StatusBadGateway, "upstream_error"
+	switch {
+	case errors.Is(err, errQueueFull):
+		status, reason = http.StatusServiceUnavailable, "upstream_busy"
+		w.Header().Set("Retry-After", "5")
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		status, reason = http.StatusGatewayTimeout, "upstream_timeout"
-	case !isDialError(err):
-		reason = "upstream_error"
+	case isDialError(err):
+		reason = "upstream_unreachable"
 	}
-	st.upstreamErr = err
-	s.log.LogAttrs(r.Context(), slog.LevelWarn, "upstream_failed", slog.String("request_id", st.id),
-		slog.String("upstream", st.target.url.Host), slog.String("reason", reason), slog.String("error", err.Error()))
-	s.errorPage(w, r, status, reason)
+	upstream := ""
+	if st.target != nil {
+		upstream = st.target.url.Host
+	}
+	h.env.Log.LogAttrs(r.Context(), slog.LevelWarn, "upstream_failed", slog.String("request_id", st.id),
+		slog.String("upstream", upstream), slog.String("reason", reason), slog.String("error", err.Error()))
+	h.errorPage(w, r, status, reason)
+}
+
+// clientError answers a request the client spoiled; it is counted as the
+// client's, not the upstream's.
+func (h *Handler) clientError(w http.ResponseWriter, r *http.Request, st *reqState, status int, reason string) {
+	h.env.metrics.clientErrors.WithLabelValues(st.siteName(), reason).Inc()
+	h.challenger.Error(w, r, status, st.id, reason)
 }
 
 func isDialError(err error) bool {

@@ -2,16 +2,12 @@ package edge
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,28 +16,25 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/maatproxy/maat/certs"
-	"github.com/maatproxy/maat/challenge"
-	"github.com/maatproxy/maat/compress"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/policy"
-	"github.com/maatproxy/maat/tlsfp"
 )
 
-// Server is the edge: its listeners, the handler chain and the state that a
-// reload replaces.
+// Server is the edge's connections: the listeners, the TLS handshake and
+// its fingerprint, HTTP/1.1, HTTP/2 and HTTP/3, the port-80 redirect and
+// the admin port. Requests go to the current Handler, which Reload swaps.
+// Every goroutine the Server starts is tracked and waited for by Shutdown.
 type Server struct {
-	log  *slog.Logger
-	base Config // the configuration the listeners were built from
+	log     *slog.Logger
+	base    Config // the configuration the listeners were built from
+	handler atomic.Pointer[Handler]
 
-	rt atomic.Pointer[snapshot] // replaced whole on reload
-
-	certs     *certs.Manager
-	tlsConf   *tls.Config
-	transport *http.Transport
-	proxy     *httputil.ReverseProxy
-	// compressed is answer with its responses compressed where they qualify.
-	compressed http.Handler
+	env     Env // shared by every Handler the Server builds
+	store   storeCloser
+	certs   *certs.Manager
+	tlsConf *tls.Config
+	metrics *metrics
 
 	h1   *http.Server
 	h1ln *chanListener
@@ -50,37 +43,23 @@ type Server struct {
 	web  *http.Server // :80
 	adm  *http.Server
 
-	mu        sync.Mutex
-	listeners []net.Listener
-	udp       net.PacketConn
-	addrs     Addrs
-	altSvc    string
-	h2conns   sync.WaitGroup
-	started   atomic.Bool
-	stopping  atomic.Bool
-	bg        context.Context
-	bgCancel  context.CancelFunc
-	idPrefix  string
-	idSeq     atomic.Uint64
+	addrs  Addrs
+	altSvc string
 
-	secret   []byte
-	store    sharedStore
-	messages challenge.Messages
-	fplog    *fplog.Writer // nil when off
-	verifier *policy.Verifier
-	accessMu sync.Mutex
-	access   map[string]*fplog.AccessWriter // by path; kept across reloads
-	metrics  *metrics
-}
+	group    *group
+	bg       context.Context // ends when the Server has shut down
+	bgCancel context.CancelFunc
+	hsCtx    context.Context // ends when shutdown starts: handshakes in progress stop
+	hsCancel context.CancelFunc
+	started  atomic.Bool
+	stopping atomic.Bool
 
-// snapshot is what a reload replaces at once: sites, routes, policy.
-type snapshot struct {
-	cfg        Config
-	sites      *siteTable
-	trusted    trustedProxies
-	policy     *policy.Policy
-	challenger *challenge.Challenger
-	maat       http.Handler // everything under /.maat/
+	mu           sync.Mutex // guards the fields below
+	listeners    []net.Listener
+	udp          net.PacketConn
+	conns        map[net.Conn]struct{} // TCP connections in their handshake or HTTP/2
+	connWG       sync.WaitGroup        // Add only under mu while !shuttingDown
+	shuttingDown bool
 }
 
 // Addrs are the bound addresses, once Start returned.
@@ -90,63 +69,77 @@ type Addrs struct {
 }
 
 // New builds a server from a validated configuration. It binds nothing;
-// Start does.
-func New(cfg Config, log *slog.Logger) (*Server, error) {
+// Start does. When it fails, it has released everything it opened.
+func New(cfg Config, log *slog.Logger) (s *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{log: log, base: cfg, idPrefix: randomPrefix()}
+	s = &Server{log: log, base: cfg, group: newGroup(), conns: map[net.Conn]struct{}{}}
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
-	var err error
-	if s.secret, err = loadSecret(cfg.Challenge.SecretFile); err != nil {
+	s.hsCtx, s.hsCancel = context.WithCancel(s.bg)
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+			s.hsCancel()
+			s.bgCancel()
+		}
+	}()
+
+	s.env.Log = log
+	if s.env.Secret, err = loadSecret(cfg.Challenge.SecretFile); err != nil {
 		return nil, err
 	}
-	if s.messages, err = newMessages(); err != nil {
+	if s.env.Messages, err = newMessages(); err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithTimeout(s.bg, 10*time.Second)
-	s.store, err = openStore(sctx, cfg.Store, s.log)
+	s.store, err = openStore(sctx, cfg.Store, log)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
-	if s.verifier, err = policy.NewVerifier(policy.VerifierConfig{}); err != nil {
+	undo = append(undo, func() { _ = s.store.Close() })
+	s.env.Store = s.store
+	if s.env.verifier, err = policy.NewVerifier(policy.VerifierConfig{}); err != nil {
 		return nil, fmt.Errorf("edge: crawler verifier: %w", err)
 	}
-	rt, err := s.newSnapshot(cfg)
-	if err != nil {
-		_ = s.store.Close()
+	if s.env.FPLog, err = newFPLog(&cfg, s.env.Secret); err != nil {
 		return nil, err
 	}
-	s.rt.Store(rt)
-	if s.fplog, err = newFPLog(&cfg, s.secret); err != nil {
-		_ = s.store.Close()
-		return nil, err
+	if w := s.env.FPLog; w != nil {
+		undo = append(undo, func() { _ = w.Close() })
 	}
+	s.env.access = &accessLogs{secret: s.env.Secret}
+	undo = append(undo, s.env.access.close)
+	s.env.ids = newRequestIDs()
 
-	cm, err := certs.New(certsConfig(&cfg))
-	if err != nil {
+	cc := certsConfig(&cfg)
+	cc.OnEvent = s.certEvent
+	if s.certs, err = certs.New(cc); err != nil {
 		return nil, fmt.Errorf("edge: certificates: %w", err)
 	}
-	s.certs = cm
-	s.metrics = newMetrics(s)
-	if s.fplog != nil {
+	s.metrics = newMetrics(s.certs.Status)
+	s.env.metrics = s.metrics
+	if w := s.env.FPLog; w != nil {
 		s.metrics.addCounterFunc("maat_fplog_lines_total", "Fingerprint log lines by result.",
-			map[string]string{"result": "written"}, func() float64 { return float64(s.fplog.Written()) })
+			map[string]string{"result": "written"}, func() float64 { return float64(w.Written()) })
 		s.metrics.addCounterFunc("maat_fplog_lines_dropped_total", "Fingerprint log lines dropped because the writer fell behind.",
-			nil, func() float64 { return float64(s.fplog.Dropped()) })
+			nil, func() float64 { return float64(w.Dropped()) })
 	}
-	s.tlsConf = cm.TLSConfig()
-	s.transport = newTransport(cfg.Timeouts)
-	s.proxy = s.newReverseProxy(s.transport)
-	cmp, err := compress.New(compress.Config{})
+	s.tlsConf = s.certs.TLSConfig()
+	_, s.env.HTTPSPort, _ = net.SplitHostPort(cfg.Listen.HTTPS)
+
+	h, err := NewHandler(cfg, s.env)
 	if err != nil {
-		return nil, fmt.Errorf("edge: compression: %w", err)
+		return nil, err
 	}
-	s.compressed = cmp.Wrap(http.HandlerFunc(s.answer))
+	s.handler.Store(h)
 
 	t := cfg.Timeouts
 	s.h1 = &http.Server{
@@ -160,6 +153,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.h2 = &http2.Server{IdleTimeout: t.Idle.D(), MaxConcurrentStreams: 250}
 	if err := http2.ConfigureServer(s.h1, s.h2); err != nil { // graceful GOAWAY on Shutdown
+		h.Close()
 		return nil, fmt.Errorf("edge: http2: %w", err)
 	}
 	return s, nil
@@ -186,72 +180,85 @@ func certsConfig(cfg *Config) certs.Config {
 	return c
 }
 
-// newSnapshot compiles what a configuration needs per request.
-func (s *Server) newSnapshot(cfg Config) (*snapshot, error) {
-	sites, err := newSiteTable(&cfg, func(a *AccessLog) (*fplog.AccessWriter, error) { return s.accessLog(&cfg, a) })
-	if err != nil {
-		return nil, err
+// certEvent logs a certificate event: what happened to which name, the
+// expiry of the certificate in use and, after a failure, when it is tried
+// again.
+func (s *Server) certEvent(e certs.Event) {
+	attrs := []slog.Attr{slog.String("event", string(e.Kind)), slog.String("name", e.Name)}
+	if !e.NotAfter.IsZero() {
+		attrs = append(attrs, slog.Time("not_after", e.NotAfter))
 	}
-	rt := &snapshot{cfg: cfg, sites: sites}
-	for _, p := range cfg.TrustedProxies {
-		rt.trusted = append(rt.trusted, netipPrefix(p))
+	level := slog.LevelInfo
+	if e.Err != nil {
+		level = slog.LevelError
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+		if !e.NextRetry.IsZero() {
+			attrs = append(attrs, slog.Time("next_retry", e.NextRetry), slog.Duration("retry_in", time.Until(e.NextRetry).Round(time.Second)))
+		}
 	}
-	pol, err := loadPolicy(cfg.Policy)
-	if err != nil {
-		return nil, fmt.Errorf("edge: policy: %w", err)
-	}
-	for _, w := range pol.Warnings() {
-		s.log.LogAttrs(context.Background(), slog.LevelWarn, "policy_warning", slog.String("policy", cfg.Policy), slog.String("warning", w))
-	}
-	rt.policy = pol
-	if rt.challenger, err = s.newChallenger(&cfg, pol.Version()); err != nil {
-		return nil, fmt.Errorf("edge: challenge: %w", err)
-	}
-	rt.maat = rt.challenger.Handler(s.challengeClient)
-	return rt, nil
+	s.log.LogAttrs(context.Background(), level, "certificate", attrs...)
 }
 
-// Reload replaces sites, routes and policy at once. In-flight requests finish
-// with what they started with. Listener addresses and the TLS mode need a
-// restart; a change to them is reported, not applied.
+// Handler returns the Handler that serves requests now.
+func (s *Server) Handler() *Handler { return s.handler.Load() }
+
+// Reload replaces sites, routes and policy at once: it builds a new Handler
+// and swaps it in. In-flight requests finish with the Handler they started
+// with. Listener addresses, the TLS mode, the store and the fingerprint
+// log's file need a restart; a change to them is reported, not applied.
 func (s *Server) Reload(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
-	}
-	rt, err := s.newSnapshot(cfg)
-	if err != nil {
-		return err
-	}
-	if cfg.Listen != s.base.Listen || cfg.TLS.Mode != s.base.TLS.Mode {
-		s.log.LogAttrs(context.Background(), slog.LevelWarn, "reload_needs_restart",
-			slog.String("reason", "listen addresses or tls.mode changed; restart to apply"))
 	}
 	if cfg.TLS.Mode == "files" {
 		if err := s.certs.Reload(); err != nil {
 			return fmt.Errorf("edge: reload certificate files: %w", err)
 		}
 	}
-	s.rt.Store(rt)
-	if s.fplog != nil {
-		if err := s.fplog.Reopen(); err != nil { // for external rotation
+	h, err := NewHandler(cfg, s.env)
+	if err != nil {
+		return err
+	}
+	if cfg.Listen != s.base.Listen || cfg.TLS.Mode != s.base.TLS.Mode || cfg.Store != s.base.Store ||
+		cfg.Log.Fingerprints != s.base.Log.Fingerprints {
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "reload_needs_restart",
+			slog.String("reason", "listen addresses, tls.mode, store or log.fingerprints changed; restart to apply"))
+	}
+	old := s.handler.Swap(h)
+	old.Close()
+	if w := s.env.FPLog; w != nil {
+		if err := w.Reopen(); err != nil { // for external rotation
 			s.log.LogAttrs(context.Background(), slog.LevelError, "fplog_reopen_failed", slog.String("error", err.Error()))
 		}
 	}
-	s.accessMu.Lock()
-	for path, w := range s.access {
-		if err := w.Reopen(); err != nil {
-			s.log.LogAttrs(context.Background(), slog.LevelError, "access_log_reopen_failed", slog.String("path", path), slog.String("error", err.Error()))
-		}
-	}
-	s.accessMu.Unlock()
+	s.env.access.reopen(s.log)
 	return nil
 }
 
+// ReloadFile reads the configuration file again and applies it; a bad file
+// keeps the old configuration, and the log says why.
+func (s *Server) ReloadFile(ctx context.Context, path string) {
+	cfg, err := LoadConfig(path)
+	if err == nil {
+		err = s.Reload(cfg)
+	}
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelError, "reload_failed", slog.String("config", path), slog.String("error", err.Error()))
+		return
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "reloaded", slog.String("config", path))
+}
+
 // Start binds every listener and serves in the background.
-func (s *Server) Start() error {
+func (s *Server) Start() (err error) {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("edge: already started")
 	}
+	defer func() {
+		if err != nil {
+			s.closeListeners()
+		}
+	}()
 	cfg := s.base
 	ln, err := net.Listen("tcp", cfg.Listen.HTTPS)
 	if err != nil {
@@ -260,53 +267,40 @@ func (s *Server) Start() error {
 	s.track(ln)
 	s.addrs.HTTPS = ln.Addr().String()
 	_, port, _ := net.SplitHostPort(s.addrs.HTTPS)
+	if port != s.env.HTTPSPort { // ":0" bound a port New could not know
+		s.env.HTTPSPort = port
+		h, err := NewHandler(s.base, s.env)
+		if err != nil {
+			return err
+		}
+		s.handler.Swap(h).Close()
+	}
 
 	if cfg.Listen.HTTP3 {
 		if err := s.startH3(ln.Addr().(*net.TCPAddr)); err != nil {
-			s.closeListeners()
 			return err
 		}
 		s.altSvc = `h3=":` + port + `"; ma=86400`
 	}
-	if cfg.Listen.HTTP != "" {
-		web, err := net.Listen("tcp", cfg.Listen.HTTP)
-		if err != nil {
-			s.closeListeners()
-			return fmt.Errorf("edge: listen http: %w", err)
-		}
-		s.track(web)
-		s.addrs.HTTP = web.Addr().String()
-		s.web = &http.Server{
-			Handler:           s.certs.HTTPHandler(http.HandlerFunc(s.redirectHTTPS)),
-			ReadHeaderTimeout: cfg.Timeouts.ReadHeader.D(),
-			IdleTimeout:       cfg.Timeouts.Idle.D(),
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		}
-		go s.web.Serve(web)
+	if err := s.startHTTP(); err != nil {
+		return err
 	}
-	if cfg.Listen.Admin != "" {
-		adm, err := net.Listen("tcp", cfg.Listen.Admin)
-		if err != nil {
-			s.closeListeners()
-			return fmt.Errorf("edge: listen admin: %w", err)
-		}
-		s.track(adm)
-		s.addrs.Admin = adm.Addr().String()
-		s.adm = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
-		go s.adm.Serve(adm)
+	if err := s.startAdmin(); err != nil {
+		return err
 	}
-
 	s.h1ln = newChanListener(ln.Addr())
-	go s.h1.Serve(s.h1ln)
-	var tcp net.Listener = ln
-	if cfg.Listen.ProxyProtocol {
-		tcp = &proxyListener{Listener: ln, timeout: cfg.Timeouts.Handshake.D()}
-	}
-	tcp = tlsfp.NewListener(tcp, tlsfp.Config{HelloTimeout: cfg.Timeouts.Handshake.D(), OnError: s.helloError})
-	go s.acceptTLS(tcp)
-	go func() { _ = s.certs.Run(s.bg) }()
+	s.group.Go("http1", func() error { return serveErr(s.h1.Serve(s.h1ln)) })
+	s.group.Go("https_accept", func() error { s.acceptTLS(s.wrapTCP(ln)); return nil })
+	s.group.Go("certificates", func() error { return s.certs.Run(s.bg) })
 	return nil
+}
+
+// serveErr drops the error every Serve returns after Shutdown or Close.
+func serveErr(err error) error {
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
 }
 
 func (s *Server) track(ln net.Listener) {
@@ -330,74 +324,113 @@ func (s *Server) closeListeners() {
 // Addrs returns the bound addresses.
 func (s *Server) Addrs() Addrs { return s.addrs }
 
+// trackConn adds a TCP connection to those Shutdown waits for, unless the
+// Server is shutting down (then the caller closes it): a connection is
+// never added once Shutdown has begun waiting.
+func (s *Server) trackConn(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shuttingDown {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	return true
+}
+
+func (s *Server) untrackConn(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.connWG.Done()
+}
+
 // Shutdown stops accepting, lets in-flight requests finish until ctx ends,
-// then closes what is left.
+// then closes what is left, waits for every goroutine the Server started
+// and releases the store and the logs.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.stopping.CompareAndSwap(false, true) {
 		return nil
 	}
 	s.mu.Lock()
+	s.shuttingDown = true
 	for _, ln := range s.listeners {
-		_ = ln.Close()
+		if s.adm == nil || ln.Addr().String() != s.addrs.Admin {
+			_ = ln.Close() // the admin port keeps answering /readyz: draining
+		}
 	}
 	s.mu.Unlock()
+	s.hsCancel()
+
+	var errs []error
 	var wg sync.WaitGroup
-	errs := make(chan error, 5)
+	var emu sync.Mutex
 	shut := func(f func(context.Context) error) {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs <- f(ctx) }()
+		wg.Go(func() {
+			if err := f(ctx); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		})
 	}
-	shut(s.h1.Shutdown) // also sends GOAWAY on every HTTP/2 connection
+	if s.h1 != nil {
+		shut(s.h1.Shutdown) // also sends GOAWAY on every HTTP/2 connection
+	}
 	if s.h3 != nil {
 		shut(s.h3.Shutdown)
 	}
 	if s.web != nil {
 		shut(s.web.Shutdown)
 	}
-	shut(func(ctx context.Context) error { // HTTP/2 connections are not h1's to wait for
-		done := make(chan struct{})
-		go func() { s.h2conns.Wait(); close(done) }()
-		select {
-		case <-done:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	shut(s.waitConns)
 	wg.Wait()
-	close(errs)
-	var err error
-	for e := range errs {
-		if e != nil && err == nil {
-			err = e
-		}
+
+	// What is left after the drain is closed.
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.Close()
 	}
-	if s.adm != nil {
-		_ = s.adm.Close()
+	s.mu.Unlock()
+	if s.h1 != nil {
+		_ = s.h1.Close()
 	}
 	if s.h3 != nil {
 		_ = s.h3.Close()
 	}
-	if s.udp != nil {
-		_ = s.udp.Close()
+	if s.adm != nil {
+		_ = s.adm.Close()
 	}
-	_ = s.h1.Close()
+	s.closeListeners()
+	s.connWG.Wait()
 	s.bgCancel()
-	s.transport.CloseIdleConnections()
-	if s.fplog != nil {
-		_ = s.fplog.Close() // flushes
+	if err := s.group.Wait(); err != nil {
+		errs = append(errs, err)
 	}
-	s.accessMu.Lock()
-	for _, w := range s.access {
-		_ = w.Close()
+	s.handler.Load().Close()
+	if w := s.env.FPLog; w != nil {
+		_ = w.Close() // flushes
 	}
-	s.accessMu.Unlock()
+	s.env.access.close()
 	_ = s.store.Close()
-	return err
+	return errors.Join(errs...)
 }
 
-// Serve starts the server and serves until ctx is done, then drains for at
-// most the configured drain timeout.
+// waitConns waits until the tracked TCP connections are done or ctx ends.
+func (s *Server) waitConns(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.connWG.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("edge: connections still open after the drain: %w", ctx.Err())
+	}
+}
+
+// Serve starts the server and serves until ctx is done or a part of the
+// Server fails, then drains for at most the configured drain timeout. It
+// returns the failure, if one ended it.
 func (s *Server) Serve(ctx context.Context) error {
 	if err := s.Start(); err != nil {
 		return err
@@ -405,70 +438,48 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.log.LogAttrs(ctx, slog.LevelInfo, "listening",
 		slog.String("https", s.addrs.HTTPS), slog.String("http", s.addrs.HTTP), slog.String("admin", s.addrs.Admin),
 		slog.Bool("http3", s.addrs.HTTP3 != ""))
-	<-ctx.Done()
-	s.log.LogAttrs(context.Background(), slog.LevelInfo, "draining", slog.Duration("timeout", s.base.Timeouts.Drain.D()))
-	dctx, cancel := context.WithTimeout(context.Background(), s.base.Timeouts.Drain.D())
+	var failed error
+	select {
+	case <-ctx.Done():
+	case <-s.group.failed:
+		failed = s.group.err()
+		s.log.LogAttrs(context.Background(), slog.LevelError, "server_failed", slog.String("error", failed.Error()))
+	}
+	drain := s.base.Timeouts.Drain.D()
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "draining", slog.Float64("timeout_seconds", drain.Seconds()))
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
-	if err := s.Shutdown(dctx); err != nil {
+	err := s.Shutdown(dctx)
+	if err != nil && failed == nil {
 		s.log.LogAttrs(context.Background(), slog.LevelWarn, "drain_incomplete", slog.String("error", err.Error()))
 	}
-	return nil
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "stopped")
+	return failed
 }
 
-// redirectHTTPS answers port 80: a redirect to the same URL over https.
-func (s *Server) redirectHTTPS(w http.ResponseWriter, r *http.Request) {
-	host := hostOnly(r.Host)
-	if host == "" || s.rt.Load().sites.lookup(host) == nil {
-		http.Error(w, "unknown site", http.StatusMisdirectedRequest)
-		return
+// serveTCP is the handler for HTTP/1.1 and HTTP/2: it advertises HTTP/3.
+func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
+	if s.altSvc != "" {
+		w.Header()["Alt-Svc"] = []string{s.altSvc}
 	}
-	status := http.StatusMovedPermanently
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		status = http.StatusPermanentRedirect // keeps the method and body
-	}
-	http.Redirect(w, r, s.httpsURL(host, r), status)
+	s.handler.Load().ServeHTTP(w, r)
 }
 
-// randomPrefix returns 6 random base-32 characters and a dash, so request
-// ids differ between nodes and restarts.
-func randomPrefix() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return strconv.FormatUint(uint64(binary.BigEndian.Uint32(b[:])), 36) + "-"
-}
-
-// accessLog returns the writer of an access log file, opening it once: sites
-// that share a file share its writer, and a reload keeps it.
-func (s *Server) accessLog(cfg *Config, a *AccessLog) (*fplog.AccessWriter, error) {
-	s.accessMu.Lock()
-	defer s.accessMu.Unlock()
-	if w, ok := s.access[a.Path]; ok {
-		return w, nil
+// newFPLog opens the fingerprint log, or returns nil when it is off.
+func newFPLog(cfg *Config, secret []byte) (*fplog.Writer, error) {
+	if cfg.Log.Fingerprints == "" {
+		return nil, nil
 	}
-	w, err := fplog.NewAccessWriter(fplog.AccessConfig{
-		Path: a.Path, Format: a.Format, MaxSizeMB: cfg.Log.MaxSizeMB, MaxFiles: cfg.Log.MaxFiles,
-		ClientIP: cfg.Log.ClientIP, HashKey: derive(s.secret, "maat fplog client_ip"),
+	w, err := fplog.NewWriter(fplog.Config{
+		Path:        cfg.Log.Fingerprints,
+		MaxSizeMB:   cfg.Log.MaxSizeMB,
+		MaxFiles:    cfg.Log.MaxFiles,
+		ClientIP:    cfg.Log.ClientIP,
+		HashKey:     derive(secret, "maat fplog client_ip"),
+		SampleAllow: cfg.Log.SampleAllow,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("edge: access log: %w", err)
+		return nil, fmt.Errorf("edge: fingerprint log: %w", err)
 	}
-	if s.access == nil {
-		s.access = map[string]*fplog.AccessWriter{}
-	}
-	s.access[a.Path] = w
 	return w, nil
-}
-
-// ReloadFile reads the configuration file again and applies it; a bad file
-// keeps the old configuration, and the log says why.
-func (s *Server) ReloadFile(ctx context.Context, path string) {
-	cfg, err := LoadConfig(path)
-	if err == nil {
-		err = s.Reload(cfg)
-	}
-	if err != nil {
-		s.log.LogAttrs(ctx, slog.LevelError, "reload_failed", slog.String("config", path), slog.String("error", err.Error()))
-		return
-	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "reloaded", slog.String("config", path))
 }

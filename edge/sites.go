@@ -39,7 +39,7 @@ type route struct {
 	respOps []headerOps
 }
 
-func newSiteTable(cfg *Config, access func(*AccessLog) (*fplog.AccessWriter, error)) (*siteTable, error) {
+func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWriter, error), slots *slotTable) (*siteTable, error) {
 	t := &siteTable{byHost: map[string]*site{}, wildcard: map[string]*site{}}
 	pause := cfg.Timeouts.FailPause.D()
 	for i, sc := range cfg.Sites {
@@ -47,7 +47,7 @@ func newSiteTable(cfg *Config, access func(*AccessLog) (*fplog.AccessWriter, err
 			redirects: compileRedirects(sc.Redirects), hsts: hstsValue(&cfg.Sites[i], cfg.TLS.Mode),
 			security: sc.SecurityHeaders, maintenance: sc.Maintenance, compress: sc.Compress == nil || *sc.Compress}
 		if sc.AccessLog != nil {
-			w, err := access(sc.AccessLog)
+			w, err := access(cfg, sc.AccessLog)
 			if err != nil {
 				return nil, err
 			}
@@ -59,7 +59,7 @@ func newSiteTable(cfg *Config, access func(*AccessLog) (*fplog.AccessWriter, err
 			s.name = "*"
 		}
 		for _, r := range sc.Routes {
-			rt := &route{prefix: r.Path, pool: newPool(r.Upstream, pause),
+			rt := &route{prefix: r.Path, pool: newPool(r.Upstream, pause, slots),
 				auth: newBasicAuth(r.BasicAuth), reqOps: opsList(sc.Headers.Request, r.Headers.Request),
 				respOps: opsList(sc.Headers.Response, r.Headers.Response)}
 			if err := rt.setRoot(r.Root, r.Browse); err != nil {
@@ -69,7 +69,7 @@ func newSiteTable(cfg *Config, access func(*AccessLog) (*fplog.AccessWriter, err
 		}
 		// Longest prefix first; the default route last.
 		sortRoutes(s.routes)
-		def := &route{pool: newPool(sc.Upstream, pause),
+		def := &route{pool: newPool(sc.Upstream, pause, slots),
 			reqOps: opsList(sc.Headers.Request), respOps: opsList(sc.Headers.Response)}
 		if err := def.setRoot(sc.Root, sc.Browse); err != nil {
 			return nil, err

@@ -1,7 +1,9 @@
 package edge
 
 import (
+	"context"
 	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -17,27 +19,29 @@ type pool struct {
 
 type target struct {
 	url       *url.URL
+	slots     *connSlots   // shared by every route to the same address
 	downUntil atomic.Int64 // unix nanoseconds; 0 = healthy
 }
 
-func newPool(us Upstreams, pause time.Duration) *pool {
+func newPool(us Upstreams, pause time.Duration, slots *slotTable) *pool {
 	p := &pool{pause: pause, targets: make([]*target, len(us))}
 	for i, u := range us {
-		p.targets[i] = &target{url: u}
+		p.targets[i] = &target{url: u, slots: slots.forHost(u.Host)}
 	}
 	return p
 }
 
-// pick returns the next healthy address after skip (nil: none skipped), or,
-// when every address is paused, the one whose pause ends first: a request
-// is tried rather than refused outright.
-func (p *pool) pick(now time.Time, skip map[*target]bool) *target {
+// pick returns the next healthy address not in skip, or, when every
+// address is paused, the one whose pause ends first: a request is tried
+// rather than refused outright. It returns nil only when skip holds every
+// address.
+func (p *pool) pick(now time.Time, skip []*target) *target {
 	n := uint32(len(p.targets))
 	start := p.next.Add(1) - 1
 	var soonest *target
 	for i := range n {
 		t := p.targets[(start+i)%n]
-		if skip[t] {
+		if slices.Contains(skip, t) {
 			continue
 		}
 		if t.downUntil.Load() <= now.UnixNano() {
@@ -58,4 +62,55 @@ func (p *pool) ok(t *target) {
 	if t.downUntil.Load() != 0 {
 		t.downUntil.Store(0)
 	}
+}
+
+// connSlots caps the connections to one upstream address
+// (limits.upstream_conns): an exchange holds a slot while it uses a
+// connection, and a request beyond the cap waits in line, at most
+// limits.upstream_queue, for one. HTTP/1.1 carries one exchange per
+// connection, so slots are connections; a small application behind the
+// edge sees at most that many, whatever a flood of clients does.
+type connSlots struct{ ch chan struct{} }
+
+// acquire takes a slot, waiting at most queue (or until ctx ends: a reset
+// stream leaves the line at once).
+func (s *connSlots) acquire(ctx context.Context, queue time.Duration) error {
+	select {
+	case s.ch <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(queue)
+	defer t.Stop()
+	select {
+	case s.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return errQueueFull
+	}
+}
+
+func (s *connSlots) release() { <-s.ch }
+
+// inUse is the number of slots held.
+func (s *connSlots) inUse() int { return len(s.ch) }
+
+// slotTable holds one connSlots per upstream address of a Handler.
+type slotTable struct {
+	size   int
+	byHost map[string]*connSlots
+}
+
+func (t *slotTable) forHost(host string) *connSlots {
+	if s, ok := t.byHost[host]; ok {
+		return s
+	}
+	if t.byHost == nil {
+		t.byHost = map[string]*connSlots{}
+	}
+	s := &connSlots{ch: make(chan struct{}, t.size)}
+	t.byHost[host] = s
+	return s
 }

@@ -181,6 +181,12 @@ func (c *Config) Validate() error {
 			bad("timeouts."+d.key, "must be positive")
 		}
 	}
+	if c.Limits.UpstreamConns < 1 {
+		bad("limits.upstream_conns", "must be at least 1")
+	}
+	if c.Limits.UpstreamQueue <= 0 {
+		bad("limits.upstream_queue", "must be positive")
+	}
 	return errors.Join(errs...)
 }
 

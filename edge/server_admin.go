@@ -2,9 +2,27 @@ package edge
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"time"
 )
+
+// startAdmin serves the admin listener: liveness, readiness and metrics.
+func (s *Server) startAdmin() error {
+	if s.base.Listen.Admin == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.base.Listen.Admin)
+	if err != nil {
+		return fmt.Errorf("edge: listen admin: %w", err)
+	}
+	s.track(ln)
+	s.addrs.Admin = ln.Addr().String()
+	s.adm = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	s.group.Go("admin", func() error { return serveErr(s.adm.Serve(ln)) })
+	return nil
+}
 
 // adminHandler serves the admin listener: liveness, readiness and metrics.
 func (s *Server) adminHandler() http.Handler {

@@ -15,21 +15,18 @@ import (
 	"time"
 
 	"github.com/maatproxy/maat/challenge"
-	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/locales"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/store"
 )
 
-// sharedStore is what the edge needs of the store: single-use marks for
-// challenges, token buckets for RATE.
-type sharedStore interface {
-	challenge.Marker
-	Take(ctx context.Context, key string, rate float64, burst int) (bool, time.Duration, error)
+// storeCloser is a Store the Server opened and closes.
+type storeCloser interface {
+	Store
 	Close() error
 }
 
-func openStore(ctx context.Context, cfg StoreConfig, log *slog.Logger) (sharedStore, error) {
+func openStore(ctx context.Context, cfg StoreConfig, log *slog.Logger) (storeCloser, error) {
 	if cfg.Kind == "redis" {
 		store.LogRedisTo(log) // not go-redis's own stderr logger
 		r, err := store.NewRedis(ctx, cfg.URL)
@@ -97,26 +94,28 @@ func loadPolicy(path string) (*policy.Policy, error) {
 	return policy.Load(path, policy.Options{})
 }
 
-// newChallenger builds the challenger of a snapshot: it carries the policy
+// newChallenger builds the Handler's challenger: it carries the policy
 // version, so a changed policy re-challenges.
-func (s *Server) newChallenger(cfg *Config, version string) (*challenge.Challenger, error) {
+func (h *Handler) newChallenger() (*challenge.Challenger, error) {
+	cfg := &h.cfg
 	bind, err := challenge.ParseBinding(cfg.Challenge.Bind)
 	if err != nil {
-		return nil, err
+		return nil, &ConfigError{File: cfg.path, Key: "challenge.bind", Err: err}
 	}
-	return challenge.New(challenge.Config{
-		Secret:        s.secret,
+	m := h.env.metrics
+	c, err := challenge.New(challenge.Config{
+		Secret:        h.env.Secret,
 		PassTTL:       cfg.Challenge.PassTTL.D(),
-		Marker:        s.store,
+		Marker:        h.env.Store,
 		Bind:          bind,
-		PolicyVersion: version,
-		Messages:      s.messages,
+		PolicyVersion: h.policy.Version(),
+		Messages:      h.env.Messages,
 		TemplateDir:   cfg.Challenge.TemplateDir,
 		Contact:       cfg.Challenge.Contact,
 		PolicyURL:     cfg.Challenge.PolicyURL,
 		OnPass: func(_ *http.Request, sp challenge.Spec, solve time.Duration) {
-			s.metrics.challenges.WithLabelValues("passed", sp.Algorithm).Inc()
-			s.metrics.solve.Observe(solve.Seconds())
+			m.challenges.WithLabelValues("passed", sp.Algorithm).Inc()
+			m.solve.Observe(solve.Seconds())
 		},
 		RequestID: func(r *http.Request) string {
 			if st := stateOf(r); st != nil {
@@ -125,26 +124,12 @@ func (s *Server) newChallenger(cfg *Config, version string) (*challenge.Challeng
 			return ""
 		},
 	})
+	if err != nil {
+		return nil, fmt.Errorf("edge: challenge: %w", err)
+	}
+	return c, nil
 }
 
-// newFPLog opens the fingerprint log, or returns nil when it is off.
-func newFPLog(cfg *Config, secret []byte) (*fplog.Writer, error) {
-	if cfg.Log.Fingerprints == "" {
-		return nil, nil
-	}
-	w, err := fplog.NewWriter(fplog.Config{
-		Path:        cfg.Log.Fingerprints,
-		MaxSizeMB:   cfg.Log.MaxSizeMB,
-		MaxFiles:    cfg.Log.MaxFiles,
-		ClientIP:    cfg.Log.ClientIP,
-		HashKey:     derive(secret, "maat fplog client_ip"),
-		SampleAllow: cfg.Log.SampleAllow,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("edge: fingerprint log: %w", err)
-	}
-	return w, nil
-}
 
 func newMessages() (challenge.Messages, error) {
 	c, err := locales.New()

@@ -1,8 +1,6 @@
 package edge
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -11,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"sync"
 	"time"
 
@@ -20,10 +17,22 @@ import (
 	"golang.org/x/net/http2"
 )
 
+// wrapTCP stacks the readers of a TCP connection's first bytes: the PROXY
+// protocol header (when an L4 balancer sends one), then the ClientHello
+// (tlsfp, for JA4).
+func (s *Server) wrapTCP(ln net.Listener) net.Listener {
+	cfg := s.base
+	if cfg.Listen.ProxyProtocol {
+		ln = &proxyListener{Listener: ln, timeout: cfg.Timeouts.Handshake.D()}
+	}
+	return tlsfp.NewListener(ln, tlsfp.Config{HelloTimeout: cfg.Timeouts.Handshake.D(), OnError: s.helloError})
+}
+
 // acceptTLS is the TCP accept loop. It never reads from a connection: the
 // PROXY header, the ClientHello and the handshake are read in the
 // connection's own goroutine, bounded by the handshake timeout, so a slow
-// client cannot stall the loop.
+// client cannot stall the loop. Each connection's goroutine is tracked
+// (trackConn) until the handshake hands it to HTTP/1 or HTTP/2 is done.
 func (s *Server) acceptTLS(ln net.Listener) {
 	var delay time.Duration
 	for {
@@ -35,19 +44,33 @@ func (s *Server) acceptTLS(ln net.Listener) {
 			// Out of file descriptors and the like: back off as net/http does.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 			s.log.LogAttrs(context.Background(), slog.LevelError, "accept_failed", slog.String("error", err.Error()))
-			time.Sleep(delay)
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-s.hsCtx.Done():
+				t.Stop()
+				return
+			}
 			continue
 		}
 		delay = 0
-		go s.handleTLS(c)
+		if !s.trackConn(c) {
+			_ = c.Close()
+			continue
+		}
+		go func() {
+			defer s.untrackConn(c)
+			s.handleTLS(c)
+		}()
 	}
 }
 
-// handleTLS runs the handshake and hands the connection to HTTP/2 or HTTP/1.
+// handleTLS runs the handshake and hands the connection to HTTP/2 (served
+// here, until it ends) or HTTP/1 (served by the http.Server).
 func (s *Server) handleTLS(c net.Conn) {
 	rc := &recordingConn{Conn: c}
 	tc := tls.Server(rc, s.tlsConf)
-	ctx, cancel := context.WithTimeout(s.bg, s.base.Timeouts.Handshake.D())
+	ctx, cancel := context.WithTimeout(s.hsCtx, s.base.Timeouts.Handshake.D())
 	err := tc.HandshakeContext(ctx) // closes the connection when ctx ends
 	cancel()
 	first := rc.stop()
@@ -73,11 +96,9 @@ func (s *Server) handleTLS(c net.Conn) {
 	}
 	s.metrics.handshakes.WithLabelValues("ok", "tcp").Inc()
 	st := tc.ConnectionState()
-	hcfg := httpfp.Config{JA4H: s.rt.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: s.h1.MaxHeaderBytes}
+	hcfg := httpfp.Config{JA4H: s.handler.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: s.h1.MaxHeaderBytes}
 	switch st.NegotiatedProtocol {
 	case "h2":
-		s.h2conns.Add(1)
-		defer s.h2conns.Done()
 		hc := httpfp.NewConn(tc, httpfp.H2, hcfg)
 		s.h2.ServeConn(hc, &http2.ServeConnOpts{
 			Context:    connContext(s.bg, hc),
@@ -129,8 +150,9 @@ func (s *Server) helloError(remote net.Addr, err error) {
 
 // connContext puts a connection's fingerprints in its context: the TLS
 // hello's (tlsfp, found under the httpfp tap) and the header capture
-// (httpfp). It is http.Server.ConnContext for HTTP/1 and the base of each
-// HTTP/2 connection's context.
+// (httpfp), and for HTTP/1 the TLS connection state, which net/http cannot
+// see through the tap. It is http.Server.ConnContext for HTTP/1 and the base
+// of each HTTP/2 connection's context.
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	hc, ok := c.(*httpfp.Conn)
 	if !ok {
@@ -138,6 +160,10 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	}
 	if fc := tlsfp.ConnOf(hc); fc != nil {
 		ctx = tlsfp.NewContext(ctx, fc)
+	}
+	if hc.Proto() == httpfp.H1 {
+		cs := hc.ConnectionState()
+		ctx = withTLSState(ctx, &cs)
 	}
 	return httpfp.NewContext(ctx, hc)
 }
@@ -218,32 +244,6 @@ func (c *recordingConn) stop() []byte {
 	b := c.rec
 	c.rec = nil
 	return b
-}
-
-// answerPlainHTTP answers a plain-HTTP request sent to the TLS port: a
-// redirect to the https URL for GET and HEAD, otherwise a 400 that says what
-// happened. It reads at most one bounded request head.
-func (s *Server) answerPlainHTTP(c net.Conn, first []byte) {
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(first), io.LimitReader(c, 16<<10)), 4096)
-	req, err := http.ReadRequest(br)
-	if err == nil && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
-		if host := hostOnly(req.Host); host != "" && s.rt.Load().sites.lookup(host) != nil {
-			loc := s.httpsURL(host, req)
-			writePlain(c, "301 Moved Permanently", "Location: "+loc+"\r\n", "This port speaks HTTPS. Try instead: "+loc+"\n")
-			return
-		}
-	}
-	writePlain(c, "400 Bad Request", "", "This port speaks HTTPS, not plain HTTP. Use an https:// URL.\n")
-}
-
-// writePlain writes a whole HTTP/1.1 response with a text body and closes
-// the exchange.
-func writePlain(c net.Conn, status, extra, body string) {
-	_, _ = io.WriteString(c, "HTTP/1.1 "+status+"\r\n"+extra+
-		"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: "+
-		strconv.Itoa(len(body))+"\r\n\r\n"+body)
 }
 
 func netipPrefix(p Prefix) netip.Prefix { return netip.Prefix(p) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/tlsfp"
@@ -37,7 +38,7 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 		// Built per connection, so that it follows a reloaded
 		// fingerprints.ja4h as TCP connections do.
 		Tracer: func(ctx context.Context, isClient bool, id quic.ConnectionID) qlogwriter.Trace {
-			cfg := httpfp.Config{JA4H: s.rt.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: 1 << 20}
+			cfg := httpfp.Config{JA4H: s.handler.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: 1 << 20}
 			return httpfp.H3Tracer(cfg, nil)(ctx, isClient, id)
 		},
 	}
@@ -47,7 +48,7 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 		return fmt.Errorf("edge: http3: %w", err)
 	}
 	s.h3 = &http3.Server{
-		Handler:        httpfp.Handler(s.handlerH3()),
+		Handler:        httpfp.Handler(http.HandlerFunc(s.serveH3)),
 		MaxHeaderBytes: 1 << 20,
 		IdleTimeout:    s.base.Timeouts.Idle.D(),
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
@@ -55,6 +56,9 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 		},
 	}
 	s.addrs.HTTP3 = udp.LocalAddr().String()
-	go func() { _ = s.h3.ServeListener(ln) }()
+	s.group.Go("http3", func() error { return serveErr(s.h3.ServeListener(ln)) })
 	return nil
 }
+
+// serveH3 is the handler for HTTP/3.
+func (s *Server) serveH3(w http.ResponseWriter, r *http.Request) { s.handler.Load().ServeHTTP(w, r) }

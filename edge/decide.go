@@ -1,0 +1,93 @@
+package edge
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/policy"
+)
+
+// decide weighs the request with the policy and answers it when the policy
+// says so (deny, rate limit, challenge). It reports whether the request
+// goes on to its route.
+func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
+	pr := h.policyRequest(r, st)
+	dec := h.policy.Evaluate(&pr)
+	st.weight = dec.Weight
+	st.rules = dec.AppendNames(st.rulesBuf[:0])
+	cl := challenge.Client{IP: st.client, JA4: st.ja4}
+
+	switch dec.Action {
+	case policy.DENY:
+		st.action = fplog.ActionDeny
+		h.challenger.Deny(w, r, st.id, ruleReason(dec.Rule))
+		return false
+	case policy.RATE:
+		ok, retry, err := h.env.Store.Take(r.Context(), dec.Rate.Key, dec.Rate.Rate, dec.Rate.Burst)
+		if err != nil {
+			// The shared store is down: serve rather than lock everyone out.
+			h.env.Log.LogAttrs(r.Context(), slog.LevelError, "rate_store_failed", slog.String("error", err.Error()))
+		} else if !ok {
+			st.action = fplog.ActionRate
+			h.challenger.RateLimited(w, r, st.id, retry)
+			return false
+		}
+		st.action = fplog.ActionAllow
+	case policy.CHALLENGE:
+		if reason := h.challenger.Check(r, cl, dec.Challenge.Bits); reason != challenge.PassOK {
+			st.action = fplog.ActionChallenge
+			st.challenge = &fplog.Challenge{Alg: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits}
+			h.env.metrics.challenges.WithLabelValues("issued", reason.String()).Inc()
+			h.challenger.Challenge(w, r, cl, challenge.Spec{Algorithm: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits, Rule: dec.Rule}, st.id)
+			return false
+		}
+		st.action = fplog.ActionPass
+	default:
+		st.action = fplog.ActionAllow
+		if h.challenger.Check(r, cl, 0) == challenge.PassOK {
+			st.action = fplog.ActionPass
+		}
+	}
+	return true
+}
+
+// policyRequest is what the policy sees of r.
+func (h *Handler) policyRequest(r *http.Request, st *reqState) policy.Request {
+	pr := policy.Request{
+		RemoteAddr: st.client,
+		Host:       r.Host,
+		Method:     r.Method,
+		Path:       r.URL.Path,
+		RawQuery:   r.URL.RawQuery,
+		Proto:      r.Proto,
+		TLS:        true,
+		Header:     r.Header,
+		JA4:        st.ja4,
+	}
+	if st.tls != nil {
+		pr.ClientFamily, pr.ClientVersions = st.tls.Client.Family, st.tls.Client.Versions
+	}
+	if st.http != nil {
+		pr.HFP, pr.H2FP = st.http.HFP, st.http.H2FP
+		if st.http.Ordered {
+			pr.HeaderOrder = st.http.Names
+		}
+	}
+	if policy.ClaimedCrawler(r.UserAgent()) != "" {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		pr.CrawlerVerified = h.env.verifier.Verify(ctx, r.UserAgent(), st.client)
+		cancel()
+	}
+	return pr
+}
+
+func ruleReason(rule string) string {
+	if rule == "" {
+		return "policy"
+	}
+	return rule
+}

@@ -1,0 +1,199 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/httpfp"
+	"github.com/maatproxy/maat/tlsfp"
+)
+
+// reqState is what the edge knows and decided for one request; it travels
+// to the reverse proxy's hooks in the request context.
+type reqState struct {
+	start       time.Time
+	id          string
+	peer        netip.Addr
+	peerTrusted bool
+	client      netip.Addr
+	site        *site
+	route       *route
+	target      *target  // the upstream address of the current try
+	inURL       *url.URL // the inbound request's (normalized) URL
+	tls         *tlsfp.Fingerprint
+	http        *httpfp.Fingerprint
+	ja4         string
+	weight      int
+	action      string
+	challenge   *fplog.Challenge
+	rules       []string
+	rulesBuf    [8]string
+	status      int   // overrides the recorded status (499: the client left)
+	upstreamErr error // why the upstream exchange failed, for the log
+	clientErr   error // why reading the client's request failed
+	demo        bool
+	user        string // the basic-auth user, once accepted
+}
+
+type stateKey struct{}
+
+func stateOf(r *http.Request) *reqState {
+	st, _ := r.Context().Value(stateKey{}).(*reqState)
+	return st
+}
+
+func (st *reqState) siteName() string {
+	if st == nil || st.site == nil {
+		return "unknown"
+	}
+	return st.site.name
+}
+
+// newState reads what the connection and the request say about the client.
+func (h *Handler) newState(r *http.Request) *reqState {
+	st := &reqState{start: time.Now(), id: h.env.ids.next(), demo: h.cfg.Demo}
+	st.peer = peerAddr(r.RemoteAddr)
+	st.peerTrusted = h.trusted.contains(st.peer)
+	st.client = h.trusted.clientAddr(st.peer, r.Header["X-Forwarded-For"])
+	st.tls = tlsfp.FromContext(r.Context())
+	if st.tls != nil {
+		st.ja4 = st.tls.JA4
+	}
+	if fp, ok := httpfp.FromRequest(r); ok {
+		st.http = fp
+	} else if r.ProtoMajor == 3 {
+		st.http = httpfp.NewH3Fingerprint(r, httpfp.Config{JA4H: h.cfg.Fingerprints.JA4H})
+	}
+	return st
+}
+
+// tlsStateKey carries a connection's *tls.ConnectionState in its context,
+// for HTTP/1 requests: net/http fills Request.TLS only when it holds the
+// *tls.Conn itself, and ours reaches it wrapped by the header capture.
+type tlsStateKey struct{}
+
+func withTLSState(ctx context.Context, cs *tls.ConnectionState) context.Context {
+	return context.WithValue(ctx, tlsStateKey{}, cs)
+}
+
+func tlsStateFrom(ctx context.Context) *tls.ConnectionState {
+	cs, _ := ctx.Value(tlsStateKey{}).(*tls.ConnectionState)
+	return cs
+}
+
+// recorder remembers the status and size of a response. It unwraps for
+// http.ResponseController, so flushing (SSE) and hijacking (websockets) reach
+// the real writer.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 && code >= 200 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(p)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) Flush() { _ = http.NewResponseController(r.ResponseWriter).Flush() }
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// finish writes the access and fingerprint log lines and the metrics of a
+// request.
+func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
+	status := rec.status
+	if st.status != 0 {
+		status = st.status
+	}
+	h.env.metrics.requests.WithLabelValues(st.siteName(), st.action, protoLabel(r.ProtoMajor)).Inc()
+	if st.site != nil && st.site.access != nil {
+		st.site.access.Write(&fplog.AccessRecord{
+			Time: st.start, RemoteIP: st.client, User: st.user, Method: r.Method, URI: r.RequestURI,
+			Proto: r.Proto, Status: status, Bytes: rec.bytes, Referer: r.Referer(), UserAgent: r.UserAgent(),
+			Host: r.Host, Duration: time.Since(st.start),
+		})
+	}
+	if h.env.FPLog == nil {
+		return
+	}
+	line := fplog.Record{
+		Time:      st.start,
+		RemoteIP:  st.client,
+		Host:      r.Host,
+		Method:    r.Method,
+		Path:      r.URL.Path,
+		Proto:     r.Proto,
+		JA4:       st.ja4,
+		UserAgent: r.UserAgent(),
+		Weight:    st.weight,
+		Rules:     st.rules,
+		Action:    st.action,
+		Challenge: st.challenge,
+		Status:    status,
+		Bytes:     rec.bytes,
+		Duration:  time.Since(st.start),
+	}
+	if f := st.tls; f != nil {
+		line.TLSVersion, line.SNI, line.ALPN = f.TLSVersion, f.SNI, f.ALPN
+		line.JA4R, line.JA4O, line.JA4RO = f.JA4R, f.JA4O, f.JA4RO
+		line.ClientFamily = f.Client.Family
+	}
+	if hf := st.http; hf != nil {
+		line.HFP, line.HFPR, line.H2FP = hf.HFP, hf.HFPR, hf.H2FP
+		if h.cfg.Fingerprints.JA4H {
+			line.JA4H = hf.JA4H
+		}
+	}
+	h.env.FPLog.Write(&line)
+}
+
+func protoLabel(major int) string {
+	switch major {
+	case 3:
+		return "h3"
+	case 2:
+		return "h2"
+	}
+	return "h1"
+}
+
+// demoHeaders tells the demo upstream what the edge saw; only `edge demo`
+// sends these (DESIGN.md's contract headers are sent always).
+func demoHeaders(h http.Header, r *http.Request, st *reqState) {
+	h["X-Maat-Proto"] = []string{r.Proto}
+	h["X-Maat-Client"] = []string{st.client.String()}
+	if st.tls != nil {
+		h["X-Maat-Tls-Version"] = []string{st.tls.TLSVersion}
+		if st.tls.Client.Family != "" {
+			h["X-Maat-Family"] = []string{st.tls.Client.Family + " " + st.tls.Client.Versions}
+		}
+	}
+	if st.http != nil {
+		h["X-Maat-Hfp"] = []string{st.http.HFP}
+		h["X-Maat-Header-Order"] = []string{strings.Join(st.http.Names, ", ")}
+		if st.http.H2FP != "" {
+			h["X-Maat-H2fp"] = []string{st.http.H2FP}
+		}
+	}
+	if len(st.rules) > 0 {
+		h["X-Maat-Rules"] = []string{strings.Join(st.rules, ", ")}
+	}
+}

@@ -1,0 +1,77 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// startHTTP serves port 80: ACME HTTP-01 answers, otherwise a redirect to
+// the same URL over https.
+func (s *Server) startHTTP() error {
+	cfg := s.base
+	if cfg.Listen.HTTP == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", cfg.Listen.HTTP)
+	if err != nil {
+		return fmt.Errorf("edge: listen http: %w", err)
+	}
+	s.track(ln)
+	s.addrs.HTTP = ln.Addr().String()
+	s.web = &http.Server{
+		Handler:           s.certs.HTTPHandler(http.HandlerFunc(s.redirectHTTPS)),
+		ReadHeaderTimeout: cfg.Timeouts.ReadHeader.D(),
+		IdleTimeout:       cfg.Timeouts.Idle.D(),
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.group.Go("http", func() error { return serveErr(s.web.Serve(ln)) })
+	return nil
+}
+
+// redirectHTTPS answers port 80: a redirect to the same URL over https.
+func (s *Server) redirectHTTPS(w http.ResponseWriter, r *http.Request) {
+	host := hostOnly(r.Host)
+	if host == "" || s.handler.Load().sites.lookup(host) == nil {
+		http.Error(w, "unknown site", http.StatusMisdirectedRequest)
+		return
+	}
+	status := http.StatusMovedPermanently
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		status = http.StatusPermanentRedirect // keeps the method and body
+	}
+	writeRedirect(w, httpsURL(s.env.HTTPSPort, host, r.URL.RequestURI()), status)
+}
+
+// answerPlainHTTP answers a plain-HTTP request sent to the TLS port: a
+// redirect to the https URL for GET and HEAD, otherwise a 400 that says what
+// happened. It reads at most one bounded request head.
+func (s *Server) answerPlainHTTP(c net.Conn, first []byte) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(first), io.LimitReader(c, 16<<10)), 4096)
+	req, err := http.ReadRequest(br)
+	if err == nil && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
+		if host := hostOnly(req.Host); host != "" && s.handler.Load().sites.lookup(host) != nil {
+			loc := httpsURL(s.env.HTTPSPort, host, req.URL.RequestURI())
+			writePlain(c, "301 Moved Permanently", "Location: "+loc+"\r\n", "This port speaks HTTPS. Try instead: "+loc+"\n")
+			return
+		}
+	}
+	writePlain(c, "400 Bad Request", "", "This port speaks HTTPS, not plain HTTP. Use an https:// URL.\n")
+}
+
+// writePlain writes a whole HTTP/1.1 response with a text body and closes
+// the exchange.
+func writePlain(c net.Conn, status, extra, body string) {
+	_, _ = io.WriteString(c, "HTTP/1.1 "+status+"\r\n"+extra+
+		"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: "+
+		strconv.Itoa(len(body))+"\r\n\r\n"+body)
+}
