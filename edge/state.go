@@ -130,7 +130,6 @@ func (h *Handler) newChallenger() (*challenge.Challenger, error) {
 	return c, nil
 }
 
-
 func newMessages() (challenge.Messages, error) {
 	c, err := locales.New()
 	if err != nil {
