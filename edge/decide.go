@@ -64,7 +64,7 @@ func (h *Handler) policyRequest(r *http.Request, st *reqState) policy.Request {
 		Path:       r.URL.Path,
 		RawQuery:   r.URL.RawQuery,
 		Proto:      r.Proto,
-		TLS:        true,
+		TLS:        r.TLS != nil,
 		Header:     r.Header,
 		JA4:        st.ja4,
 	}

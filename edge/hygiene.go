@@ -43,12 +43,12 @@ func normalizeURL(r *http.Request) bool {
 		return true
 	}
 	esc := u.EscapedPath()
+	if u.RawPath == "" && len(esc) > 0 && esc[0] == '/' && isNormal(esc) {
+		return true // the common case: already normal, nothing allocated
+	}
 	norm, ok := normalizePath(esc)
 	if !ok {
 		return false
-	}
-	if norm == esc && u.RawPath == "" {
-		return true // the common case: already normal, nothing allocated
 	}
 	dec, ok := decodedPath(norm)
 	if !ok {

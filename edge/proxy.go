@@ -76,7 +76,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	hdr["X-Forwarded-For"] = []string{peer}
-	hdr["X-Forwarded-Proto"] = []string{"https"}
+	hdr["X-Forwarded-Proto"] = []string{forwardedProto(pr.In)}
 	hdr["X-Forwarded-Host"] = []string{pr.In.Host}
 	hdr["X-Real-Ip"] = []string{st.client.String()}
 	hdr["X-Request-Id"] = []string{st.id}
@@ -94,6 +94,15 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
 		pr.Out.Body = &clientBody{ReadCloser: pr.Out.Body, st: st}
 	}
+}
+
+// forwardedProto is the scheme the client used: https on every listener of
+// the Server; a Handler served without TLS (tests) says so.
+func forwardedProto(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // upstreamURL is the URL of the inbound request at an upstream address:
@@ -264,9 +273,10 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		st.clientErr = err
 		h.clientError(w, r, st, http.StatusRequestEntityTooLarge, "body_too_large")
 		return
-	case r.Context().Err() != nil || errors.Is(err, context.Canceled):
+	case r.Context().Err() != nil || errors.Is(err, context.Canceled) || clientLeft(st.clientErr):
 		st.status = 499 // the client went away; nobody reads the answer
 		st.clientErr = errClientGone
+		h.env.metrics.clientErrors.WithLabelValues(st.siteName(), "client_gone").Inc()
 		return
 	case st.clientErr != nil:
 		h.clientError(w, r, st, http.StatusBadRequest, "bad_request_body")
@@ -296,6 +306,17 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 func (h *Handler) clientError(w http.ResponseWriter, r *http.Request, st *reqState, status int, reason string) {
 	h.env.metrics.clientErrors.WithLabelValues(st.siteName(), reason).Inc()
 	h.challenger.Error(w, r, status, st.id, reason)
+}
+
+// clientLeft reports whether reading the client's body failed because the
+// client went away (a truncated body, a closed or reset connection) rather
+// than because it sent something malformed.
+func clientLeft(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.As(err, &ne)
 }
 
 func isDialError(err error) bool {

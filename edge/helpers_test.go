@@ -1,0 +1,152 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// newTestHandler builds a Handler from a configuration's sites (YAML),
+// standing alone (zero Env), closed when the test ends.
+func newTestHandler(t testing.TB, yamlText string) *Handler {
+	t.Helper()
+	cfg, err := ParseConfig("test.yaml", []byte("tls: { mode: self-signed, cache: \"\" }\n"+yamlText))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	h, err := NewHandler(cfg, Env{})
+	if err != nil {
+		t.Fatalf("NewHandler: %v", err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+// serveRaw sends one request, written as it would arrive on the wire
+// (request line and header fields), to h as net/http's server would
+// parse it, from a client at 127.0.0.1, and returns the recorded response.
+func serveRaw(t testing.TB, h http.Handler, raw string) *httptest.ResponseRecorder {
+	t.Helper()
+	r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+	if err != nil {
+		t.Fatalf("bad test request %q: %v", raw, err)
+	}
+	r.RemoteAddr = "127.0.0.1:40000"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// rawUpstream is an upstream that records, byte for byte, the request line
+// and header fields of every request it receives, and answers 200 "ok" —
+// or 101 to a request that asks to switch protocols, as an h2c server
+// would.
+type rawUpstream struct {
+	URL string
+	mu  sync.Mutex
+	got []string // request heads, in order
+	ch  chan string
+}
+
+func newRawUpstream(t testing.TB) *rawUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &rawUpstream{URL: "http://" + ln.Addr().String(), ch: make(chan string, 64)}
+	var wg sync.WaitGroup
+	var conns sync.Map
+	t.Cleanup(func() {
+		ln.Close()
+		conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Store(c, true)
+			wg.Go(func() { u.serve(c) })
+		}
+	})
+	return u
+}
+
+func (u *rawUpstream) serve(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for {
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		var head bytes.Buffer
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			head.WriteString(line)
+			if line == "\r\n" {
+				break
+			}
+		}
+		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head.Bytes())))
+		if err != nil {
+			return
+		}
+		if req.ContentLength > 0 {
+			if _, err := io.CopyN(io.Discard, br, req.ContentLength); err != nil {
+				return
+			}
+		} else if len(req.TransferEncoding) > 0 {
+			if _, err := io.Copy(io.Discard, httputil.NewChunkedReader(br)); err != nil {
+				return
+			}
+			for { // the trailer section, up to its empty line
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if line == "\r\n" {
+					break
+				}
+			}
+		}
+		u.mu.Lock()
+		u.got = append(u.got, head.String())
+		u.mu.Unlock()
+		select {
+		case u.ch <- head.String():
+		default:
+		}
+		if req.Header.Get("Upgrade") != "" {
+			_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+req.Header.Get("Upgrade")+"\r\n\r\n")
+			return
+		}
+		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+			return
+		}
+	}
+}
+
+// heads returns the request heads received so far.
+func (u *rawUpstream) heads() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.got...)
+}
+
+// requestLine returns the first line of a request head.
+func requestLine(head string) string {
+	line, _, _ := strings.Cut(head, "\r\n")
+	return line
+}
