@@ -43,11 +43,21 @@ type Listen struct {
 	HTTPS string `yaml:"https"` // TCP (HTTP/1.1, HTTP/2) and UDP (HTTP/3); default ":443"
 	HTTP  string `yaml:"http"`  // ACME HTTP-01 and redirect to https; "" disables; default ":80"
 	Admin string `yaml:"admin"` // /healthz, /readyz, /metrics; "" disables; default "127.0.0.1:9100"
-	// HTTP3 turns the UDP listener off when false; default true.
-	HTTP3 bool `yaml:"http3"`
+	// HTTP3 serves HTTP/3 on the UDP port of the same number as https's;
+	// false turns it off. If absent, true.
+	HTTP3 *bool `yaml:"http3"`
 	// ProxyProtocol expects a PROXY protocol v1 or v2 header on every TCP
 	// connection of the https listener (for an L4 balancer in front).
 	ProxyProtocol bool `yaml:"proxy_protocol"`
+}
+
+// http3 reports whether HTTP/3 is on: HTTP3's default is true.
+func (l *Listen) http3() bool { return l.HTTP3 == nil || *l.HTTP3 }
+
+// same reports whether two Listen sections bind the same listeners.
+func (l *Listen) same(o *Listen) bool {
+	return l.HTTPS == o.HTTPS && l.HTTP == o.HTTP && l.Admin == o.Admin &&
+		l.http3() == o.http3() && l.ProxyProtocol == o.ProxyProtocol
 }
 
 // TLSConfig chooses where certificates come from.
@@ -104,6 +114,9 @@ type Site struct {
 	// client addresses as log.client_ip says.
 	AccessLog *AccessLog `yaml:"access_log"`
 }
+
+// compress reports whether the site compresses: Compress's default is true.
+func (s *Site) compress() bool { return s.Compress == nil || *s.Compress }
 
 // AccessLog is a site's access log.
 type AccessLog struct {
@@ -235,7 +248,7 @@ type Prefix netip.Prefix
 // DefaultConfig returns the defaults that a configuration file overrides.
 func DefaultConfig() Config {
 	return Config{
-		Listen: Listen{HTTPS: ":443", HTTP: ":80", Admin: "127.0.0.1:9100", HTTP3: true},
+		Listen: Listen{HTTPS: ":443", HTTP: ":80", Admin: "127.0.0.1:9100"},
 		TLS:    TLSConfig{Mode: "acme", Cache: "/var/lib/edge"},
 		Challenge: ChallengeConfig{
 			PassTTL: Duration(24 * time.Hour),

@@ -25,7 +25,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad cidr", "trusted_proxies: [10.0.0.0/33]\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n",
 			[]string{"cfg.yaml:1:", "CIDR"}},
 		{"several problems at once", "tls: {mode: magic}\nstore: {kind: etcd}\nsites: []\n",
-			[]string{"tls.mode: want acme, self-signed or files", "store.kind", "sites: at least one site"}},
+			[]string{"tls: certs: invalid configuration: unknown mode \"magic\"", "store.kind", "sites: at least one site"}},
 		{"duplicate host", "sites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}, {hosts: [A.test.], upstream: 'http://127.0.0.1:2'}]\n",
 			[]string{"sites[1].hosts[0]", "already used by sites[0]"}},
 		{"route path", "sites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1', routes: [{path: api, upstream: 'http://127.0.0.1:2'}, {path: /.maat/x/, upstream: 'http://127.0.0.1:2'}]}]\n",
@@ -70,7 +70,7 @@ timeouts: { drain: 3s }
 	if got := len(cfg.Sites[0].Upstream); got != 2 || cfg.Sites[0].Upstream[1].Host != "[::1]:80" {
 		t.Errorf("upstreams: %v", cfg.Sites[0].Upstream)
 	}
-	if cfg.Listen.HTTP != "" || !cfg.Listen.HTTP3 || cfg.Timeouts.Drain.D() != 3*time.Second || cfg.Timeouts.Idle.D() != 120*time.Second {
+	if cfg.Listen.HTTP != "" || !cfg.Listen.http3() || cfg.Timeouts.Drain.D() != 3*time.Second || cfg.Timeouts.Idle.D() != 120*time.Second {
 		t.Errorf("defaults and overrides: %+v", cfg)
 	}
 	if len(cfg.TrustedProxies) != 2 || netipPrefix(cfg.TrustedProxies[1]).Bits() != 32 {
@@ -83,7 +83,10 @@ timeouts: { drain: 3s }
 
 func TestClientAddr(t *testing.T) {
 	t.Parallel()
-	cfg, _ := ParseConfig("c", []byte("trusted_proxies: [10.0.0.0/8]\nsites: [{hosts: [a], upstream: 'http://127.0.0.1:1'}]\n"))
+	cfg, err := ParseConfig("c", []byte("trusted_proxies: [10.0.0.0/8]\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var tp trustedProxies
 	for _, p := range cfg.TrustedProxies {
 		tp = append(tp, netipPrefix(p))

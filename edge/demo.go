@@ -36,7 +36,7 @@ func DemoConfig(o DemoOptions) (Config, error) {
 	cfg := DefaultConfig()
 	cfg.Demo = true
 	cfg.path = "(demo)"
-	cfg.Listen = Listen{HTTPS: o.Addr, HTTP3: true}
+	cfg.Listen = Listen{HTTPS: o.Addr}
 	cfg.TLS = TLSConfig{Mode: "self-signed"}
 	cfg.Sites = []Site{{Upstream: Upstreams{up}}}
 	cfg.Log.Fingerprints = o.FPLog

@@ -219,7 +219,7 @@ func (s *Server) Reload(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Listen != s.base.Listen || cfg.TLS.Mode != s.base.TLS.Mode || cfg.Store != s.base.Store ||
+	if !cfg.Listen.same(&s.base.Listen) || cfg.TLS.Mode != s.base.TLS.Mode || cfg.Store != s.base.Store ||
 		cfg.Log.Fingerprints != s.base.Log.Fingerprints {
 		s.log.LogAttrs(context.Background(), slog.LevelWarn, "reload_needs_restart",
 			slog.String("reason", "listen addresses, tls.mode, store or log.fingerprints changed; restart to apply"))
@@ -276,7 +276,7 @@ func (s *Server) Start() (err error) {
 		s.handler.Swap(h).Close()
 	}
 
-	if cfg.Listen.HTTP3 {
+	if cfg.Listen.http3() {
 		if err := s.startH3(ln.Addr().(*net.TCPAddr)); err != nil {
 			return err
 		}

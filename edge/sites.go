@@ -45,7 +45,7 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 	for i, sc := range cfg.Sites {
 		s := &site{index: i, maxBody: sc.MaxBodyBytes, canonical: normalizeHost(sc.Canonical),
 			redirects: compileRedirects(sc.Redirects), hsts: hstsValue(&cfg.Sites[i], cfg.TLS.Mode),
-			security: sc.SecurityHeaders, maintenance: sc.Maintenance, compress: sc.Compress == nil || *sc.Compress}
+			security: sc.SecurityHeaders, maintenance: sc.Maintenance, compress: sc.compress()}
 		if sc.AccessLog != nil {
 			w, err := access(cfg, sc.AccessLog)
 			if err != nil {

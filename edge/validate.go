@@ -1,212 +1,273 @@
 package edge
 
 import (
-	"maps"
-	"slices"
-
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/static"
-	"net"
-	"strings"
 )
+
+// problems collects a configuration's errors under their YAML keys.
+type problems struct {
+	file string
+	errs []error
+}
+
+// add records a problem of key, written as format says.
+func (p *problems) add(key, format string, args ...any) {
+	p.errs = append(p.errs, &ConfigError{File: p.file, Key: key, Err: fmt.Errorf(format, args...)})
+}
+
+// leaf records what a leaf's own Validate or Parse said about key: the
+// leaf owns its allowed values, the edge only says where they were written.
+func (p *problems) leaf(key string, err error) {
+	if err == nil {
+		return
+	}
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		for _, e := range joined.Unwrap() {
+			p.leaf(key, e)
+		}
+		return
+	}
+	p.errs = append(p.errs, &ConfigError{File: p.file, Key: key, Err: err})
+}
 
 // Validate reports every problem of the configuration at once.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, &ConfigError{File: c.path, Key: key, Err: fmt.Errorf(format, args...)})
-	}
-	checkAddr := func(key, addr string, required bool) {
+	p := &problems{file: c.path}
+	c.validateListen(p)
+	c.validateTLS(p)
+	c.validateSites(p)
+	c.validateChallenge(p)
+	c.validateStore(p)
+	c.validateLog(p)
+	c.validateTimeouts(p)
+	c.validateLimits(p)
+	return errors.Join(p.errs...)
+}
+
+func (c *Config) validateListen(p *problems) {
+	check := func(key, addr string, required bool) {
 		if addr == "" {
 			if required {
-				bad(key, "an address is required, e.g. \":443\"")
+				p.add(key, "an address is required, e.g. \":443\"")
 			}
 			return
 		}
-		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
-			bad(key, "want host:port or :port, got %q", addr)
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil || port == "" {
+			p.add(key, "want host:port or :port, got %q", addr)
+			return
 		}
-	}
-	checkAddr("listen.https", c.Listen.HTTPS, true)
-	checkAddr("listen.http", c.Listen.HTTP, false)
-	checkAddr("listen.admin", c.Listen.Admin, false)
-
-	switch c.TLS.Mode {
-	case "acme":
-		if c.TLS.Cache == "" {
-			bad("tls.cache", "acme needs a cache directory for certificates and keys")
-		}
-		if a := c.TLS.ACME; a.EABKeyID != "" {
-			if _, err := decodeEABKey(a.EABKey); err != nil || a.EABKey == "" {
-				bad("tls.acme.eab_hmac_key", "the CA's base64url MAC key is needed with eab_key_id")
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			if _, err := net.LookupPort("tcp", port); err != nil {
+				p.add(key, "port %q is not a number from 0 to 65535", port)
 			}
 		}
-	case "self-signed":
-	case "files":
-		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
-			bad("tls", "mode files needs cert_file and key_file")
-		}
-	default:
-		bad("tls.mode", "want acme, self-signed or files, got %q", c.TLS.Mode)
 	}
+	check("listen.https", c.Listen.HTTPS, true)
+	check("listen.http", c.Listen.HTTP, false)
+	check("listen.admin", c.Listen.Admin, false)
+}
 
+func (c *Config) validateTLS(p *problems) {
+	cc := certsConfig(c)
+	if c.TLS.ACME.EABKeyID != "" {
+		if key, err := decodeEABKey(c.TLS.ACME.EABKey); err != nil || len(key) == 0 {
+			p.add("tls.acme.eab_hmac_key", "the CA's base64url MAC key is needed with eab_key_id")
+		}
+	}
+	if c.Demo || len(c.Sites) == 0 && cc.Mode == certs.ModeACME {
+		// A demo has no hosts (any name); a configuration without sites is
+		// reported under sites.
+		cc.Hosts = []string{"localhost"}
+	}
+	p.leaf("tls", cc.Validate())
+}
+
+func (c *Config) validateSites(p *problems) {
 	if len(c.Sites) == 0 && !c.Demo {
-		bad("sites", "at least one site is needed")
+		p.add("sites", "at least one site is needed")
 	}
 	seen := map[string]int{}
-	for i, s := range c.Sites {
+	for i := range c.Sites {
+		s := &c.Sites[i]
 		key := fmt.Sprintf("sites[%d]", i)
 		if len(s.Hosts) == 0 && !c.Demo {
-			bad(key+".hosts", "a site needs at least one host name")
+			p.add(key+".hosts", "a site needs at least one host name")
 		}
 		for j, h := range s.Hosts {
 			hk := fmt.Sprintf("%s.hosts[%d]", key, j)
 			n := normalizeHost(h)
 			switch {
 			case n == "" || strings.ContainsAny(n, "/:@ ") && net.ParseIP(n) == nil:
-				bad(hk, "not a host name: %q", h)
+				p.add(hk, "not a host name: %q", h)
 			case seen[n] > 0:
-				bad(hk, "host %q is already used by sites[%d]", h, seen[n]-1)
+				p.add(hk, "host %q is already used by sites[%d]", h, seen[n]-1)
 			default:
 				seen[n] = i + 1
 			}
 		}
-		checkTarget(bad, key, s.Upstream, s.Root)
+		checkTarget(p, key, s.Upstream, s.Root)
 		if s.MaxBodyBytes < 0 {
-			bad(key+".max_body_bytes", "must not be negative")
+			p.add(key+".max_body_bytes", "must not be negative")
 		}
 		if s.Canonical != "" && !slices.Contains(normalizedHosts(s.Hosts), normalizeHost(s.Canonical)) {
-			bad(key+".canonical", "%q is not one of the site's hosts", s.Canonical)
+			p.add(key+".canonical", "%q is not one of the site's hosts", s.Canonical)
 		}
-		for j, r := range s.Redirects {
-			rk := fmt.Sprintf("%s.redirects[%d]", key, j)
-			if !strings.HasPrefix(r.From, "/") {
-				bad(rk+".from", "a path starting with /, got %q", r.From)
-			}
-			if !strings.HasPrefix(r.To, "/") && !strings.HasPrefix(r.To, "https://") && !strings.HasPrefix(r.To, "http://") || strings.HasPrefix(r.To, "//") {
-				bad(rk+".to", "a path starting with / or an http(s):// URL, got %q", r.To)
-			}
-			switch r.Status {
-			case 0, 301, 302, 307, 308:
-			default:
-				bad(rk+".status", "want 301, 302, 307 or 308, got %d", r.Status)
-			}
-		}
+		checkRedirects(p, key, s.Redirects)
 		if s.HSTS != nil && s.HSTS.MaxAge < 0 {
-			bad(key+".hsts.max_age", "must not be negative")
+			p.add(key+".hsts.max_age", "must not be negative")
 		}
-		checkHeaders(bad, key+".headers", s.Headers)
+		checkHeaders(p, key+".headers", s.Headers)
 		if a := s.AccessLog; a != nil {
 			if a.Path == "" {
-				bad(key+".access_log.path", "a file path or \"-\" is needed")
+				p.add(key+".access_log.path", "a file path or \"-\" is needed")
 			}
-			if a.Format != "" && a.Format != "combined" && a.Format != "json" {
-				bad(key+".access_log.format", "want combined or json, got %q", a.Format)
-			}
+			ac := fplog.AccessConfig{Path: a.Path, Format: a.Format, ClientIP: c.Log.ClientIP, HashKey: validationKey()}
+			p.leaf(key+".access_log", ac.Validate())
 		}
-		for j, r := range s.Routes {
-			rk := fmt.Sprintf("%s.routes[%d]", key, j)
-			checkHeaders(bad, rk+".headers", r.Headers)
-			if a := r.BasicAuth; a != nil {
-				if len(a.Users) == 0 {
-					bad(rk+".basic_auth.users", "at least one user is needed")
-				}
-				for u, h := range a.Users {
-					if u == "" || strings.Contains(u, ":") {
-						bad(rk+".basic_auth.users", "bad user name %q", u)
-					}
-					if _, err := bcrypt.Cost([]byte(h)); err != nil {
-						bad(rk+".basic_auth.users."+u, "not a bcrypt hash (make one with htpasswd -nbB user password)")
-					}
-				}
-			}
-			if !strings.HasPrefix(r.Path, "/") {
-				bad(rk+".path", "a path prefix starting with /, got %q", r.Path)
-			}
-			if strings.HasPrefix(r.Path, "/.maat/") {
-				bad(rk+".path", "/.maat/ belongs to the edge")
-			}
-			checkTarget(bad, rk, r.Upstream, r.Root)
+		for j := range s.Routes {
+			c.validateRoute(p, fmt.Sprintf("%s.routes[%d]", key, j), &s.Routes[j])
 		}
 	}
+}
 
-	if c.Challenge.PassTTL <= 0 {
-		bad("challenge.pass_ttl", "must be positive")
-	}
-	for i, b := range c.Challenge.Bind {
-		if b != "ip_prefix" && b != "ja4" {
-			bad(fmt.Sprintf("challenge.bind[%d]", i), "want ip_prefix or ja4, got %q", b)
+// validationKey stands in for the secret a hash key is derived from, which
+// Validate does not read.
+func validationKey() []byte { return make([]byte, 32) }
+
+func (c *Config) validateRoute(p *problems, key string, r *Route) {
+	checkHeaders(p, key+".headers", r.Headers)
+	if a := r.BasicAuth; a != nil {
+		if len(a.Users) == 0 {
+			p.add(key+".basic_auth.users", "at least one user is needed")
+		}
+		for u, h := range a.Users {
+			if u == "" || strings.Contains(u, ":") {
+				p.add(key+".basic_auth.users", "bad user name %q", u)
+			}
+			if _, err := bcrypt.Cost([]byte(h)); err != nil {
+				p.add(key+".basic_auth.users."+u, "not a bcrypt hash (make one with htpasswd -nbB user password)")
+			}
 		}
 	}
+	if !strings.HasPrefix(r.Path, "/") {
+		p.add(key+".path", "a path prefix starting with /, got %q", r.Path)
+	}
+	if strings.HasPrefix(r.Path, "/.maat/") {
+		p.add(key+".path", "/.maat/ belongs to the edge")
+	}
+	checkTarget(p, key, r.Upstream, r.Root)
+}
+
+func checkRedirects(p *problems, key string, rs []Redirect) {
+	for j, r := range rs {
+		rk := fmt.Sprintf("%s.redirects[%d]", key, j)
+		if !strings.HasPrefix(r.From, "/") {
+			p.add(rk+".from", "a path starting with /, got %q", r.From)
+		}
+		isPath := strings.HasPrefix(r.To, "/") && !strings.HasPrefix(r.To, "//")
+		isURL := strings.HasPrefix(r.To, "https://") || strings.HasPrefix(r.To, "http://")
+		if !isPath && !isURL || strings.ContainsAny(r.To, "\\\r\n") {
+			p.add(rk+".to", "a path starting with / or an http(s):// URL, got %q", r.To)
+		}
+		switch r.Status {
+		case 0, 301, 302, 307, 308:
+		default:
+			p.add(rk+".status", "want 301, 302, 307 or 308, got %d", r.Status)
+		}
+	}
+}
+
+func (c *Config) validateChallenge(p *problems) {
+	if c.Challenge.PassTTL <= 0 {
+		p.add("challenge.pass_ttl", "must be positive")
+	}
+	_, err := challenge.ParseBinding(c.Challenge.Bind)
+	p.leaf("challenge.bind", err)
+}
+
+func (c *Config) validateStore(p *problems) {
 	switch c.Store.Kind {
 	case "memory":
 	case "redis":
 		if !strings.HasPrefix(c.Store.URL, "redis://") && !strings.HasPrefix(c.Store.URL, "rediss://") && !strings.HasPrefix(c.Store.URL, "unix://") {
-			bad("store.url", "want redis://host:port/db, got %q", c.Store.URL)
+			p.add("store.url", "want redis://host:port/db, got %q", c.Store.URL)
 		}
 	default:
-		bad("store.kind", "want memory or redis, got %q", c.Store.Kind)
+		p.add("store.kind", "want memory or redis, got %q", c.Store.Kind)
 	}
+}
+
+func (c *Config) validateLog(p *problems) {
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+		p.add("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
 	}
 	switch c.Log.Format {
 	case "", "text", "json":
 	default:
-		bad("log.format", "want text or json, got %q", c.Log.Format)
+		p.add("log.format", "want text or json, got %q", c.Log.Format)
 	}
-	switch c.Log.ClientIP {
-	case "full", "prefix", "hash", "none":
-	default:
-		bad("log.client_ip", "want full, prefix, hash or none, got %q", c.Log.ClientIP)
+	fc := fplog.Config{Path: c.Log.Fingerprints, MaxSizeMB: c.Log.MaxSizeMB, MaxFiles: c.Log.MaxFiles,
+		ClientIP: c.Log.ClientIP, HashKey: validationKey(), SampleAllow: c.Log.SampleAllow}
+	if fc.Path == "" {
+		fc.Path = "-" // off: the other settings still count for access logs
 	}
-	if c.Log.MaxSizeMB < 0 || c.Log.MaxFiles < 0 {
-		bad("log", "max_size_mb and max_files must not be negative")
-	}
-	if c.Log.SampleAllow < 0 || c.Log.SampleAllow > 1 {
-		bad("log.sample_allow", "want a share between 0 and 1")
-	}
+	p.leaf("log", fc.Validate())
+}
+
+func (c *Config) validateTimeouts(p *problems) {
 	t := c.Timeouts
 	for _, d := range []struct {
 		key string
 		v   Duration
 	}{{"handshake", t.Handshake}, {"read_header", t.ReadHeader}, {"idle", t.Idle}, {"upstream_dial", t.UpstreamDial}, {"drain", t.Drain}, {"fail_pause", t.FailPause}} {
 		if d.v <= 0 {
-			bad("timeouts."+d.key, "must be positive")
+			p.add("timeouts."+d.key, "must be positive")
 		}
 	}
+}
+
+func (c *Config) validateLimits(p *problems) {
 	if c.Limits.UpstreamConns < 1 {
-		bad("limits.upstream_conns", "must be at least 1")
+		p.add("limits.upstream_conns", "must be at least 1")
 	}
 	if c.Limits.UpstreamQueue <= 0 {
-		bad("limits.upstream_queue", "must be positive")
+		p.add("limits.upstream_queue", "must be positive")
 	}
-	return errors.Join(errs...)
 }
 
 // checkTarget: an upstream or a static root, exactly one.
-func checkTarget(bad func(string, string, ...any), key string, up Upstreams, root string) {
+func checkTarget(p *problems, key string, up Upstreams, root string) {
 	hasUp := len(up) > 0 && up[0] != nil
 	switch {
 	case hasUp && root != "":
-		bad(key, "upstream and root exclude each other")
+		p.add(key, "upstream and root exclude each other")
 	case !hasUp && root == "":
-		bad(key+".upstream", "an upstream URL (or a root directory of static files) is needed")
+		p.add(key+".upstream", "an upstream URL (or a root directory of static files) is needed")
 	case root != "":
 		sc := static.Config{Root: root}
-		if err := sc.Validate(); err != nil {
-			bad(key+".root", "%v", err)
-		}
+		p.leaf(key+".root", sc.Validate())
 	}
 }
 
-func checkHeaders(bad func(string, string, ...any), key string, h HeaderRules) {
+func checkHeaders(p *problems, key string, h HeaderRules) {
 	for _, ops := range []struct {
 		name string
 		ops  HeaderOps
@@ -216,15 +277,15 @@ func checkHeaders(bad func(string, string, ...any), key string, h HeaderRules) {
 		names = append(names, ops.ops.Remove...)
 		for _, n := range names {
 			if !validHeaderName(n) {
-				bad(key+"."+ops.name, "not a header name: %q", n)
-			} else if len(n) >= 7 && strings.EqualFold(n[:7], "x-maat-") {
-				bad(key+"."+ops.name, "X-Maat-* headers belong to the edge: %q", n)
+				p.add(key+"."+ops.name, "not a header name: %q", n)
+			} else if hasPrefixFold(n, "x-maat-") {
+				p.add(key+"."+ops.name, "X-Maat-* headers belong to the edge: %q", n)
 			}
 		}
 		for _, m := range []map[string]string{ops.ops.Set, ops.ops.Add} {
 			for n, v := range m {
 				if strings.ContainsAny(v, "\r\n\x00") {
-					bad(key+"."+ops.name, "value of %s has a line break", n)
+					p.add(key+"."+ops.name, "value of %s has a line break", n)
 				}
 			}
 		}
