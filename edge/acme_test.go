@@ -26,9 +26,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// freePorts returns a TCP port whose UDP twin is free too, and another TCP
-// port, on 127.0.0.1.
-func freePorts(t *testing.T) (https, http int) {
+// heldPorts binds, on 127.0.0.1, a TCP port whose UDP twin is free too (for
+// HTTP/3) and another TCP port, and keeps them bound: New hands them to the
+// edge, so no port is free between the test choosing it and the edge
+// listening on it.
+type heldPorts struct {
+	https, http int
+	tcp         map[string]net.Listener
+	udp         map[string]net.PacketConn
+}
+
+func holdPorts(t *testing.T) *heldPorts {
 	t.Helper()
 	for range 20 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -41,15 +49,17 @@ func freePorts(t *testing.T) (https, http int) {
 			ln.Close()
 			continue
 		}
-		ln2, _ := net.Listen("tcp", "127.0.0.1:0")
+		ln2, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
 		h := ln2.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		u.Close()
-		ln2.Close()
-		return p, h
+		return &heldPorts{https: p, http: h,
+			tcp: map[string]net.Listener{ln.Addr().String(): ln, ln2.Addr().String(): ln2},
+			udp: map[string]net.PacketConn{u.LocalAddr().String(): u}}
 	}
 	t.Fatal("no free ports")
-	return 0, 0
+	return nil
 }
 
 // TestACMEThroughEdge: the edge in tls.mode acme obtains certificates from
@@ -60,7 +70,8 @@ func freePorts(t *testing.T) (https, http int) {
 func TestACMEThroughEdge(t *testing.T) {
 	t.Parallel()
 	up := echoUpstream(t, "a")
-	httpsPort, httpPort := freePorts(t)
+	held := holdPorts(t)
+	httpsPort, httpPort := held.https, held.http
 	ca := testacme.Start(t, httpPort, httpsPort, testacme.Options{})
 	cache := filepath.Join(t.TempDir(), "certs")
 	cfg, err := ParseConfig("acme.yaml", []byte(fmt.Sprintf(`
@@ -78,6 +89,7 @@ sites: [{hosts: [site.test, www.site.test], upstream: %s}]
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.bound, s.udp0 = held.tcp, held.udp
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

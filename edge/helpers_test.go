@@ -150,3 +150,17 @@ func requestLine(head string) string {
 	line, _, _ := strings.Cut(head, "\r\n")
 	return line
 }
+
+// waitFor polls cond until it holds or d has passed, and reports whether
+// it held; the caller asserts what it needs.
+func waitFor(t testing.TB, d time.Duration, cond func() bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}

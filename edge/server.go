@@ -45,6 +45,10 @@ type Server struct {
 
 	addrs  Addrs
 	altSvc string
+	// bound holds listeners made before Start, by configured address
+	// (tests hand over ports they hold, so none is free for a moment).
+	bound map[string]net.Listener
+	udp0  map[string]net.PacketConn
 
 	group    *group
 	bg       context.Context // ends when the Server has shut down
@@ -260,7 +264,7 @@ func (s *Server) Start() (err error) {
 		}
 	}()
 	cfg := s.base
-	ln, err := net.Listen("tcp", cfg.Listen.HTTPS)
+	ln, err := s.listenTCP(cfg.Listen.HTTPS)
 	if err != nil {
 		return fmt.Errorf("edge: listen https: %w", err)
 	}
@@ -301,6 +305,22 @@ func serveErr(err error) error {
 		return nil
 	}
 	return err
+}
+
+// listenTCP binds addr, or returns the listener bound for it before Start.
+func (s *Server) listenTCP(addr string) (net.Listener, error) {
+	if ln, ok := s.bound[addr]; ok {
+		return ln, nil
+	}
+	return net.Listen("tcp", addr)
+}
+
+// listenUDP binds addr, or returns the socket bound for it before Start.
+func (s *Server) listenUDP(addr *net.UDPAddr) (net.PacketConn, error) {
+	if c, ok := s.udp0[addr.String()]; ok {
+		return c, nil
+	}
+	return net.ListenUDP("udp", addr)
 }
 
 func (s *Server) track(ln net.Listener) {

@@ -3,7 +3,6 @@ package edge
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 )
@@ -13,7 +12,7 @@ func (s *Server) startAdmin() error {
 	if s.base.Listen.Admin == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", s.base.Listen.Admin)
+	ln, err := s.listenTCP(s.base.Listen.Admin)
 	if err != nil {
 		return fmt.Errorf("edge: listen admin: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 
 // startH3 serves HTTP/3 on the UDP port of the same number as the TCP one.
 func (s *Server) startH3(tcp *net.TCPAddr) error {
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: tcp.IP, Port: tcp.Port, Zone: tcp.Zone})
+	udp, err := s.listenUDP(&net.UDPAddr{IP: tcp.IP, Port: tcp.Port, Zone: tcp.Zone})
 	if err != nil {
 		return fmt.Errorf("edge: listen http3 (udp): %w", err)
 	}

@@ -19,7 +19,7 @@ func (s *Server) startHTTP() error {
 	if cfg.Listen.HTTP == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", cfg.Listen.HTTP)
+	ln, err := s.listenTCP(cfg.Listen.HTTP)
 	if err != nil {
 		return fmt.Errorf("edge: listen http: %w", err)
 	}
