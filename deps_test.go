@@ -20,7 +20,7 @@ var leaves = map[string]bool{
 	"locales": true, "certs": true, "store": true, "fplog": true,
 	"static": true, "compress": true,
 	"clientnet": true, "accept": true,
-	"proxyproto": true,
+	"proxyproto": true, "geo": true,
 }
 
 // shared are the small leaves that hold one fact several leaves need
@@ -122,6 +122,8 @@ func TestPolicyTable(t *testing.T) {
 		{"fuzz/tlsfp", "tlsfp", true},
 		{"edge", "proxyproto", true},
 		{"proxyproto", "tlsfp", false},
+		{"geo", "policy", false},
+		{"fuzz/geo", "geo", true},
 		{"tlsfp", "tlsfp/internal/gen", true},
 		{"tlsfp/internal/genclients", "internal/testclient", true},
 		{"tlsfp", "internal/testclient", false},
