@@ -58,53 +58,9 @@ func testHAProxy(t *testing.T, bin, server string, version int, tlvs []Type) {
 	conns := make(chan seen, 64)
 	go serveHAProxy(ln, conns)
 
-	// HAProxy's frontend socket is made here and handed over as fd 3, so
-	// there is no port to race for.
-	front, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer front.Close()
-	frontFile, err := front.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer frontFile.Close()
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`global
-    maxconn 64
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-frontend fe
-    bind fd@3
-    unique-id-format %%{+X}o\ %%ci:%%cp_%%fi:%%fp_%%Ts_%%rt:%%pid
-    default_backend be
-backend be
-    server s1 %s %s check inter 100ms check-send-proxy
-`, tcp.Addr(), server)
-	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "-db", "-f", path)
-	cmd.ExtraFiles = []*os.File{frontFile}
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("haproxy said:\n%s", out.String())
-		}
-	}()
+	front := startHAProxy(t, bin, tcp.Addr(), server)
 
-	client, err := net.Dial("tcp", front.Addr().String())
+	client, err := net.Dial("tcp", front.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,9 +93,9 @@ backend be
 			t.Fatalf("after 20s: relayed %+v, health check %+v", relayed, check)
 		}
 	}
-	if relayed.remote != client.LocalAddr().String() || relayed.local != front.Addr().String() {
+	if relayed.remote != client.LocalAddr().String() || relayed.local != front.String() {
 		t.Errorf("relayed connection from %s to %s; the client is %s, HAProxy's frontend %s",
-			relayed.remote, relayed.local, client.LocalAddr(), front.Addr())
+			relayed.remote, relayed.local, client.LocalAddr(), front)
 	}
 	h := relayed.hdr
 	if h.Version != version || h.Command != Proxy || h.Family != AFInet || h.Transport != Stream {
@@ -160,6 +116,57 @@ backend be
 		t.Errorf("a LOCAL connection reports %s, not the socket's address", check.remote)
 	}
 	t.Logf("relayed: %+v; health check: %+v", *relayed.hdr, *check.hdr)
+}
+
+// startHAProxy runs HAProxy in TCP mode with one server, backend, whose
+// server line has the given options, and health checks sent with the PROXY
+// header. It returns the frontend's address. HAProxy's frontend socket is
+// made here and handed over as fd 3, so there is no port to race for.
+func startHAProxy(t *testing.T, bin string, backend net.Addr, server string) net.Addr {
+	t.Helper()
+	front, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { front.Close() })
+	frontFile, err := front.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { frontFile.Close() })
+	cfg := fmt.Sprintf(`global
+    maxconn 64
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend fe
+    bind fd@3
+    unique-id-format %%{+X}o\ %%ci:%%cp_%%fi:%%fp_%%Ts_%%rt:%%pid
+    default_backend be
+backend be
+    server s1 %s %s check inter 100ms check-send-proxy
+`, backend, server)
+	path := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "-db", "-f", path)
+	cmd.ExtraFiles = []*os.File{frontFile}
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("haproxy said:\n%s", out.String())
+		}
+	})
+	return front.Addr()
 }
 
 // serveHAProxy records what arrives on ln: the relayed connection (which
