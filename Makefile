@@ -2,7 +2,7 @@
 GO      ?= go
 PKGS    ?= ./...
 # Debian packages the tests drive for real: command → package.
-SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl \
+SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl haproxy:haproxy \
            wget:wget python3:python3 npm:npm node:nodejs
 # Packages without a command: fonts for the screenshots of the challenge page.
 SYSPKGS := fonts-noto-cjk

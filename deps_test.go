@@ -20,6 +20,7 @@ var leaves = map[string]bool{
 	"locales": true, "certs": true, "store": true, "fplog": true,
 	"static": true, "compress": true,
 	"clientnet": true, "accept": true,
+	"proxyproto": true, "geo": true,
 }
 
 // shared are the small leaves that hold one fact several leaves need
@@ -119,6 +120,10 @@ func TestPolicyTable(t *testing.T) {
 		{"cmd/edge", "edge", true},
 		{"cmd/edge", "tlsfp", false},
 		{"fuzz/tlsfp", "tlsfp", true},
+		{"edge", "proxyproto", true},
+		{"proxyproto", "tlsfp", false},
+		{"geo", "policy", false},
+		{"fuzz/geo", "geo", true},
 		{"tlsfp", "tlsfp/internal/gen", true},
 		{"tlsfp/internal/genclients", "internal/testclient", true},
 		{"tlsfp", "internal/testclient", false},

@@ -292,9 +292,13 @@ func (s *Server) Start() (err error) {
 	if err := s.startAdmin(); err != nil {
 		return err
 	}
+	tcp, err := s.wrapTCP(ln)
+	if err != nil {
+		return err
+	}
 	s.h1ln = newChanListener(ln.Addr())
 	s.group.Go("http1", func() error { return serveErr(s.h1.Serve(s.h1ln)) })
-	s.group.Go("https_accept", func() error { s.acceptTLS(s.wrapTCP(ln)); return nil })
+	s.group.Go("https_accept", func() error { s.acceptTLS(tcp); return nil })
 	s.group.Go("certificates", func() error { return s.certs.Run(s.bg) })
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/maatproxy/maat/httpfp"
+	"github.com/maatproxy/maat/proxyproto"
 	"github.com/maatproxy/maat/tlsfp"
 	"golang.org/x/net/http2"
 )
@@ -20,12 +22,15 @@ import (
 // wrapTCP stacks the readers of a TCP connection's first bytes: the PROXY
 // protocol header (when an L4 balancer sends one), then the ClientHello
 // (tlsfp, for JA4).
-func (s *Server) wrapTCP(ln net.Listener) net.Listener {
+func (s *Server) wrapTCP(ln net.Listener) (net.Listener, error) {
 	cfg := s.base
 	if cfg.Listen.ProxyProtocol {
-		ln = &proxyListener{Listener: ln, timeout: cfg.Timeouts.Handshake.D()}
+		var err error
+		if ln, err = proxyproto.NewListener(ln, proxyproto.Config{Timeout: cfg.Timeouts.Handshake.D()}); err != nil {
+			return nil, fmt.Errorf("edge: PROXY protocol: %w", err)
+		}
 	}
-	return tlsfp.NewListener(ln, tlsfp.Config{HelloTimeout: cfg.Timeouts.Handshake.D(), OnError: s.helloError})
+	return tlsfp.NewListener(ln, tlsfp.Config{HelloTimeout: cfg.Timeouts.Handshake.D(), OnError: s.helloError}), nil
 }
 
 // acceptTLS is the TCP accept loop. It never reads from a connection: the

@@ -1,3 +1,5 @@
+// Package edgefuzz holds the fuzz targets for the parsers of untrusted bytes
+// that live in package edge.
 package edgefuzz
 
 import (
