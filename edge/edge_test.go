@@ -54,7 +54,16 @@ func (s *syncBuffer) String() string {
 
 func startEdgeLog(t *testing.T, yamlText string, logw io.Writer) *testEdge {
 	t.Helper()
-	cfgText := "listen: { https: \"127.0.0.1:0\", http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\" }\n" +
+	return startEdgeListen(t, "", yamlText, logw)
+}
+
+// startEdgeListen is startEdgeLog with more keys of listen: ("k: v, …").
+func startEdgeListen(t *testing.T, listen, yamlText string, logw io.Writer) *testEdge {
+	t.Helper()
+	if listen != "" {
+		listen = ", " + listen
+	}
+	cfgText := "listen: { https: \"127.0.0.1:0\", http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"" + listen + " }\n" +
 		"tls: { mode: self-signed, cache: \"\" }\n" + yamlText
 	cfg, err := ParseConfig("test.yaml", []byte(cfgText))
 	if err != nil {

@@ -164,3 +164,5 @@ func waitFor(t testing.TB, d time.Duration, cond func() bool) bool {
 	}
 	return true
 }
+
+func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }

@@ -25,8 +25,14 @@ import (
 func (s *Server) wrapTCP(ln net.Listener) (net.Listener, error) {
 	cfg := s.base
 	if cfg.Listen.ProxyProtocol {
+		// With trusted_proxies set, only those addresses may send a header
+		// (a client cannot forge its address); others are read as they are.
+		pc := proxyproto.Config{Timeout: cfg.Timeouts.Handshake.D(), OnError: s.proxyError}
+		for _, p := range cfg.TrustedProxies {
+			pc.Trusted = append(pc.Trusted, netipPrefix(p))
+		}
 		var err error
-		if ln, err = proxyproto.NewListener(ln, proxyproto.Config{Timeout: cfg.Timeouts.Handshake.D()}); err != nil {
+		if ln, err = proxyproto.NewListener(ln, pc); err != nil {
 			return nil, fmt.Errorf("edge: PROXY protocol: %w", err)
 		}
 	}
@@ -150,6 +156,14 @@ func (s *Server) helloError(remote net.Addr, err error) {
 	}
 	s.metrics.handshakes.WithLabelValues("bad_hello", "tcp").Inc()
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "bad_client_hello",
+		slog.String("remote", remote.String()), slog.String("error", err.Error()))
+}
+
+// proxyError logs a connection whose PROXY protocol header could not be
+// read, once.
+func (s *Server) proxyError(remote net.Addr, err error) {
+	s.metrics.handshakes.WithLabelValues("bad_proxy_header", "tcp").Inc()
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "bad_proxy_header",
 		slog.String("remote", remote.String()), slog.String("error", err.Error()))
 }
 
