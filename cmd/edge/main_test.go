@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,27 +31,58 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+// lockedBuffer is a process's standard error, read by the test while the
+// process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
 	done   chan error
+}
+
+// waitLog polls the process's log for a JSON line with msg and returns it.
+func (p *proc) waitLog(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, line := range strings.Split(p.stderr.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
+				return m
+			}
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("the edge exited (%v) before logging %s:\n%s", err, msg, p.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("no %s in the log:\n%s", msg, p.stderr)
+	return nil
 }
 
 func startEdgeProcess(t *testing.T, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "EDGE_TEST_MAIN=1")
-	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	cmd.Stdout = io.Discard
 	if err := cmd.Start(); err != nil {
@@ -61,18 +94,6 @@ func startEdgeProcess(t *testing.T, args ...string) *proc {
 		<-p.done
 	})
 	return p
-}
-
-func waitListening(t *testing.T, addr string) {
-	t.Helper()
-	for i := 0; i < 200; i++ {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("nothing listens on %s", addr)
 }
 
 func insecureClient() *http.Client {
@@ -129,10 +150,10 @@ func TestReloadAndDrainBySignal(t *testing.T) {
 	b := slowUpstream(t, "b", release, entered)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "edge.yaml")
-	https, admin := freePort(t), freePort(t)
-	writeConfig(t, cfgPath, https, admin, a.URL, a.URL)
+	// Port 0: the edge says in its log where it listens.
+	writeConfig(t, cfgPath, "127.0.0.1:0", "127.0.0.1:0", a.URL, a.URL)
 	p := startEdgeProcess(t, "run", "-config", cfgPath)
-	waitListening(t, https)
+	https, _ := p.waitLog(t, "listening")["https"].(string)
 	c := insecureClient()
 	base := "https://" + https
 
@@ -147,7 +168,7 @@ func TestReloadAndDrainBySignal(t *testing.T) {
 	}()
 	<-entered
 
-	writeConfig(t, cfgPath, https, admin, a.URL, b.URL)
+	writeConfig(t, cfgPath, "127.0.0.1:0", "127.0.0.1:0", a.URL, b.URL)
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -165,12 +186,9 @@ func TestReloadAndDrainBySignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGHUP)
-	time.Sleep(200 * time.Millisecond)
+	p.waitLog(t, "reload_failed")
 	if _, who, err := fetch(c, base+"/r/x"); err != nil || !strings.HasPrefix(who, "b") {
 		t.Fatalf("after a bad reload /r/ → %q, %v", who, err)
-	}
-	if !strings.Contains(p.stderr.String(), "reload_failed") {
-		t.Errorf("a bad reload was not logged:\n%s", p.stderr)
 	}
 
 	// SIGTERM: stop accepting, let the in-flight request finish, exit 0.
