@@ -240,7 +240,9 @@ func TestConnSlowLoris(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c, peer := pipeConn(t, Config{Timeout: 5 * time.Second})
+		done := make(chan struct{})
 		go func() {
+			defer close(done)
 			for _, b := range []byte("PROXY TCP4 192.0.2.1") {
 				if _, err := peer.Write([]byte{b}); err != nil {
 					return
@@ -257,6 +259,8 @@ func TestConnSlowLoris(t *testing.T) {
 			t.Errorf("refused after %v, want 5s", d)
 		}
 		c.Close()
+		peer.Close() // the writer's next byte fails: it returns
+		<-done
 	})
 }
 
