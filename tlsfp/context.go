@@ -47,7 +47,7 @@ func sourceFromContext(ctx context.Context) Source {
 //		return ctx
 //	}
 func ConnOf(c net.Conn) *Conn {
-	for range 4 { // a few layers at most; never loop on a cycle
+	for range 8 { // a few layers at most; never loop on a cycle
 		switch x := c.(type) {
 		case *Conn:
 			return x
