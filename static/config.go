@@ -22,11 +22,11 @@ var (
 	ErrMaxRanges   = errors.New("static: max ranges must not be negative")
 )
 
-// ErrorStatuses are the statuses the handler answers itself, for which
+// errorStatuses are the statuses the handler answers itself, for which
 // Config.ErrorPages may name a page: a malformed path (400), a file it may
 // not serve (403), a missing file (404), a method other than GET and HEAD
-// (405), and a failure of the file system (500). It is a read-only table.
-var ErrorStatuses = []int{400, 403, 404, 405, 500}
+// (405), and a failure of the file system (500).
+var errorStatuses = [...]int{400, 403, 404, 405, 500}
 
 // Config configures a Handler.
 type Config struct {
@@ -64,15 +64,15 @@ type Config struct {
 	// the prefix itself, as http.StripPrefix does, and leave this empty.)
 	StripPrefix string
 
-	// ErrorPages maps a status of ErrorStatuses to a file under Root (a
-	// slash-separated path such as "404.html" or "errors/404.html") whose
-	// content answers that status in place of the status text, as nginx's
-	// error_page and Caddy's handle_errors do. The status is kept and the
-	// Content-Type is the file's. The page is opened through the same
-	// os.Root as every file, so it cannot lead out of Root, and a missing
-	// page is not itself an error page: the status text answers then.
-	// Validate checks that each file exists. If nil, every error answers
-	// with its status text.
+	// ErrorPages maps a status the handler answers itself (400, 403, 404,
+	// 405 or 500) to a file under Root (a slash-separated path such as
+	// "404.html" or "errors/404.html") whose content answers that status in
+	// place of the status text, as nginx's error_page and Caddy's
+	// handle_errors do. The status is kept and the Content-Type is the
+	// file's. The page is opened through the same os.Root as every file, so
+	// it cannot lead out of Root, and a missing page is not itself an error
+	// page: the status text answers then. Validate checks that each file
+	// exists. If nil, every error answers with its status text.
 	ErrorPages map[int]string
 
 	// MaxRanges is the number of ranges a Range header may ask for; a
@@ -122,8 +122,8 @@ func (c Config) errorPageProblems() []error {
 	var errs []error
 	for _, status := range slices.Sorted(maps.Keys(c.ErrorPages)) {
 		name := c.ErrorPages[status]
-		if !slices.Contains(ErrorStatuses, status) {
-			errs = append(errs, fmt.Errorf("%w: status %d is not one of %v", ErrErrorPage, status, ErrorStatuses))
+		if !slices.Contains(errorStatuses[:], status) {
+			errs = append(errs, fmt.Errorf("%w: status %d is not one of %v", ErrErrorPage, status, errorStatuses))
 			continue
 		}
 		clean, dir, bad := cleanPath(name)
