@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -74,9 +73,9 @@ func (c *AccessConfig) settings() settings {
 // AccessRecord is one request of the access log. Empty strings are written
 // as "-" in the Combined Log Format and left out of JSON lines.
 type AccessRecord struct {
-	// Time is the time of the request (Apache logs when it was received,
-	// nginx when it ended). If zero, Write sets the current time. Lines
-	// give it in UTC.
+	// Time is when the request started: its headers were read, as Apache's
+	// %t (nginx logs when it ended). The fingerprint log's time is the same
+	// instant. If zero, Write sets the current time. Lines give it in UTC.
 	Time time.Time
 	// RemoteIP is the client address, written as AccessConfig.ClientIP says.
 	RemoteIP netip.Addr
@@ -98,11 +97,13 @@ type AccessRecord struct {
 	// Referer and UserAgent are the request's headers, as sent.
 	Referer   string
 	UserAgent string
-	// Host and Duration (from the request's headers read to its response
-	// ended) are written only in JSON lines: the Combined Log Format has no
-	// place for them.
-	Host     string
-	Duration time.Duration
+	// Host, Duration (from the request's headers read to its response
+	// ended) and RequestID (the ID on the pages the edge serves and in
+	// X-Request-Id upstream) are written only in JSON lines: the Combined
+	// Log Format has no place for them (see the package documentation).
+	Host      string
+	Duration  time.Duration
+	RequestID string
 }
 
 // AccessWriter writes the access log from a goroutine of its own, as Writer
@@ -113,8 +114,10 @@ type AccessWriter struct {
 	sink[AccessRecord]
 
 	json bool
-	mode string
-	key  []byte
+
+	// Owned by the writing goroutine.
+	addr *addrEncoder
+	ip   []byte // the client address of the line being encoded
 }
 
 // NewAccessWriter opens the access log and starts its writing goroutine.
@@ -125,8 +128,7 @@ func NewAccessWriter(cfg AccessConfig) (*AccessWriter, error) {
 	}
 	w := &AccessWriter{
 		json: cfg.Format == FormatJSON,
-		mode: orDefault(cfg.ClientIP, ClientIPFull),
-		key:  slices.Clone(cfg.HashKey),
+		addr: newAddrEncoder(cfg.ClientIP, cfg.HashKey),
 	}
 	if err := w.start(cfg.settings(), w.encode); err != nil {
 		return nil, err
@@ -151,9 +153,11 @@ func (w *AccessWriter) Write(r *AccessRecord) {
 // the configuration says.
 func (w *AccessWriter) encode(b []byte, r *AccessRecord) []byte {
 	if w.json {
-		return r.appendJSON(b, clientIP(w.mode, w.key, r.RemoteIP))
+		w.ip = w.addr.appendJSON(w.ip[:0], r.RemoteIP)
+		return r.appendJSON(b, w.ip)
 	}
-	return r.appendCombined(b, combinedHost(w.mode, w.key, r.RemoteIP))
+	w.ip = w.addr.appendCombined(w.ip[:0], r.RemoteIP)
+	return r.appendCombined(b, w.ip)
 }
 
 // AppendCombined appends the record as one line of the NCSA Combined Log
@@ -164,11 +168,17 @@ func (w *AccessWriter) encode(b []byte, r *AccessRecord) []byte {
 // with the full client address. See the package documentation for the
 // escaping.
 func (r *AccessRecord) AppendCombined(b []byte) []byte {
-	return r.appendCombined(b, combinedHost(ClientIPFull, nil, r.RemoteIP))
+	var buf [64]byte
+	return r.appendCombined(b, r.RemoteIP.Unmap().WithZone("").AppendTo(buf[:0]))
 }
 
-func (r *AccessRecord) appendCombined(b []byte, host string) []byte {
-	b = appendLogItem(b, host, false)
+// appendCombined appends the record as AppendCombined does, with the client
+// address host: bytes that need no escaping (addrEncoder's), "-" if empty.
+func (r *AccessRecord) appendCombined(b []byte, host []byte) []byte {
+	if len(host) == 0 {
+		b = append(b, '-')
+	}
+	b = append(b, host...)
 	b = append(b, " - "...)
 	b = appendLogItem(b, r.User, true)
 	b = append(b, " ["...)
@@ -209,12 +219,15 @@ func (r *AccessRecord) appendCombined(b []byte, host string) []byte {
 // the full client address: time, remote_ip, user, host, method, uri, proto,
 // status, bytes, referer, user_agent, duration_ms, in this order.
 func (r *AccessRecord) AppendJSON(b []byte) []byte {
-	return r.appendJSON(b, clientIP(ClientIPFull, nil, r.RemoteIP))
+	var buf [64]byte
+	return r.appendJSON(b, r.RemoteIP.Unmap().WithZone("").AppendTo(buf[:0]))
 }
 
-func (r *AccessRecord) appendJSON(b []byte, ip string) []byte {
+// appendJSON appends the record as AppendJSON does, with the client address
+// ip: bytes that need no escaping (addrEncoder's), left out if empty.
+func (r *AccessRecord) appendJSON(b []byte, ip []byte) []byte {
 	b = append(b, `{"time":"`...)
-	b = r.Time.UTC().AppendFormat(b, timeLayout)
+	b = appendTime(b, r.Time)
 	b = append(b, '"')
 	str := func(name, v string) {
 		if v != "" {
@@ -224,7 +237,12 @@ func (r *AccessRecord) appendJSON(b []byte, ip string) []byte {
 			b = appendString(b, v)
 		}
 	}
-	str("remote_ip", ip)
+	str("request_id", r.RequestID)
+	if len(ip) > 0 {
+		b = append(b, `,"remote_ip":"`...)
+		b = append(b, ip...)
+		b = append(b, '"')
+	}
 	str("user", r.User)
 	str("host", r.Host)
 	str("method", r.Method)
@@ -239,7 +257,7 @@ func (r *AccessRecord) appendJSON(b []byte, ip string) []byte {
 	str("referer", r.Referer)
 	str("user_agent", r.UserAgent)
 	b = append(b, `,"duration_ms":`...)
-	b = strconv.AppendFloat(b, float64(r.Duration.Round(time.Microsecond))/1e6, 'f', -1, 64)
+	b = appendMillis(b, r.Duration)
 	return append(b, '}')
 }
 

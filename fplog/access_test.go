@@ -35,6 +35,7 @@ var accessRecords = []struct {
 			Time: testTime, RemoteIP: netip.MustParseAddr("203.0.113.7"),
 			Method: "GET", URI: "/feed.xml?page=2&sort=new", Proto: "HTTP/1.1", Status: 200, Bytes: 5120,
 			Referer: "https://example.org/", UserAgent: "curl/8.5.0", Host: "example.org", Duration: 1234567,
+			RequestID: "01JF3ZQ7X9T5W8M2K4R6P0B1CD",
 		},
 		combined: `203.0.113.7 - - [03/Dec/2026:10:32:08 +0000] "GET /feed.xml?page=2&sort=new HTTP/1.1" 200 5120 "https://example.org/" "curl/8.5.0"`,
 	},
@@ -236,9 +237,80 @@ func TestAccessFail2ban(t *testing.T) {
 	}
 }
 
+// fail2banLine is a line as fail2ban's failregexes see it: the date found
+// by the datepattern is cut out, leaving "[]".
+func fail2banLine(line string) string {
+	lb, rb := strings.IndexByte(line, '['), strings.IndexByte(line, ']')
+	if lb < 0 || rb < lb {
+		return line
+	}
+	return line[:lb+1] + line[rb:]
+}
+
+// TestAccessCombinedFail2banFilters runs the failregexes of fail2ban's
+// filters for web access logs (config/filter.d, <HOST> an address) on
+// combined lines: each matches the line it is written for. A request ID
+// appended after the User-Agent, as nginx's "main" format appends a field,
+// would still be read by GoAccess and by nginx-botsearch, but http-badbots
+// (and apache-badbots, which fail2ban's docs set on nginx too) anchor the
+// User-Agent at the end of the line: that is why combined lines carry no
+// request ID.
+func TestAccessCombinedFail2banFilters(t *testing.T) {
+	t.Parallel()
+	const host = `(?P<host>[0-9A-Fa-f.:]+)`
+	filters := map[string]*regexp.Regexp{
+		// nginx-botsearch.conf, with a part of botsearch-common.conf's <block>
+		"nginx-botsearch": regexp.MustCompile(`^` + host + ` \- \S+ \[\] \"(GET|POST|HEAD) \/\/?(?:wp-login\.php|cgi-bin|mysqladmin)[^,]* \S+\" 404 .+$`),
+		// nginx-bad-request.conf
+		"nginx-bad-request": regexp.MustCompile(`^` + host + ` - \S+ \[\] "[^"]*" 400`),
+		// http-badbots.conf, with two of its bots
+		"http-badbots": regexp.MustCompile(`^` + host + ` - \S+ \[\] "([A-Z]+) \S+ HTTP[^"]+" \d+ \d+ "[^"]*" "(?:EmailSiphon|psycheclone)"$`),
+	}
+	tests := []struct {
+		name, filter string
+		rec          AccessRecord
+	}{
+		{"botsearch", "nginx-botsearch", AccessRecord{Method: "GET", URI: "/wp-login.php", Status: 404, Bytes: 153}},
+		{"botsearch_empty_body", "nginx-botsearch", AccessRecord{Method: "HEAD", URI: "/cgi-bin/x", Status: 404}},
+		{"bad_request", "nginx-bad-request", AccessRecord{Status: 400}},
+		{"bad_request_garbage", "nginx-bad-request", AccessRecord{Method: "", Status: 400}},
+		{"badbots", "http-badbots", AccessRecord{Method: "GET", URI: "/contact", Status: 200, Bytes: 5120, UserAgent: "EmailSiphon"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := tt.rec
+			r.Time, r.RemoteIP, r.RequestID = testTime, netip.MustParseAddr("203.0.113.7"), "01JF3ZQ7X9T5W8M2K4R6P0B1CD"
+			if r.Method != "" {
+				r.Proto = "HTTP/1.1"
+			}
+			line := string(r.AppendCombined(nil))
+			if strings.Contains(line, r.RequestID) {
+				t.Fatalf("combined line holds the request ID: %s", line)
+			}
+			re := filters[tt.filter]
+			if m := re.FindStringSubmatch(fail2banLine(line)); m == nil || m[1] != "203.0.113.7" {
+				t.Fatalf("%s finds %q in\n%s", tt.filter, m, line)
+			}
+			if _, err := parseGoAccess(line); err != nil {
+				t.Fatalf("GoAccess cannot read %s: %v", line, err)
+			}
+			// The line nginx's "main" format would give, the ID appended.
+			appended := line + ` "` + r.RequestID + `"`
+			if _, err := parseGoAccess(appended); err != nil {
+				t.Errorf("GoAccess cannot read %s: %v", appended, err)
+			}
+			if matched := re.MatchString(fail2banLine(appended)); matched != (tt.filter != "http-badbots") {
+				t.Errorf("%s with the ID appended: match %v", tt.filter, matched)
+			}
+		})
+	}
+}
+
 // accessJSON is an access log line as encoding/json reads it.
 type accessJSON struct {
 	Time       string  `json:"time"`
+	RequestID  string  `json:"request_id"`
 	RemoteIP   string  `json:"remote_ip"`
 	User       string  `json:"user"`
 	Host       string  `json:"host"`
@@ -301,7 +373,7 @@ func TestAccessJSON(t *testing.T) {
 			return b.String()
 		}
 		wantLine := accessJSON{
-			Time: l.Time, RemoteIP: ip, User: valid(want.User), Host: want.Host, Method: want.Method,
+			Time: l.Time, RequestID: want.RequestID, RemoteIP: ip, User: valid(want.User), Host: want.Host, Method: want.Method,
 			URI: valid(want.URI), Proto: want.Proto, Status: want.Status, Bytes: want.Bytes,
 			Referer: valid(want.Referer), UserAgent: valid(want.UserAgent),
 			DurationMS: float64(want.Duration.Round(time.Microsecond)) / 1e6,
@@ -319,7 +391,7 @@ func TestAccessJSONLine(t *testing.T) {
 	t.Parallel()
 	r := accessRecords[0].rec
 	r.User = "alice"
-	const want = `{"time":"2026-12-03T10:32:08.123Z","remote_ip":"203.0.113.7","user":"alice","host":"example.org","method":"GET","uri":"/feed.xml?page=2\u0026sort=new","proto":"HTTP/1.1","status":200,"bytes":5120,"referer":"https://example.org/","user_agent":"curl/8.5.0","duration_ms":1.235}`
+	const want = `{"time":"2026-12-03T10:32:08.123Z","request_id":"01JF3ZQ7X9T5W8M2K4R6P0B1CD","remote_ip":"203.0.113.7","user":"alice","host":"example.org","method":"GET","uri":"/feed.xml?page=2\u0026sort=new","proto":"HTTP/1.1","status":200,"bytes":5120,"referer":"https://example.org/","user_agent":"curl/8.5.0","duration_ms":1.235}`
 	if got := string(r.AppendJSON(nil)); got != want {
 		t.Errorf("AppendJSON:\n%s\nwant:\n%s", got, want)
 	}

@@ -12,11 +12,18 @@
 // left out, never invented: a plain-HTTP request has no TLS fields, an
 // HTTP/1.1 request no h2fp, a request that was not challenged no challenge.
 //
-//   - time: when the request ended, RFC 3339 in UTC with milliseconds
+//   - time: when the request started, RFC 3339 in UTC with milliseconds
 //     ("2026-12-03T10:32:08.123Z").
+//   - request_id: the request's ID, the one shown on every page the edge
+//     serves and sent upstream as X-Request-Id; the key that joins the
+//     fingerprint log, the access log and what a visitor reports.
 //   - remote_ip: the client address, as Config.ClientIP says: the address
 //     (full), its /24 or /64 network ("203.0.113.0/24", prefix), a keyed
 //     HMAC-SHA-256 of it in 24 hex digits (hash), or absent (none).
+//   - asn, as_org: the autonomous system of the client address, its number
+//     (a JSON number) and organization; country: the address's ISO 3166-1
+//     alpha-2 code ("NL"). Only with a geo database (MaxMind's MMDB
+//     format); absent when the address is not in it.
 //   - host, method, path: of the request; path without the query.
 //   - proto: "HTTP/1.1", "HTTP/2.0" or "HTTP/3.0".
 //   - tls_version ("1.2", "1.3"), sni, alpn (the protocol agreed): of the
@@ -71,7 +78,9 @@
 // into a table created once:
 //
 //	CREATE TABLE fp (
-//	    time DateTime64(3, 'UTC'), remote_ip String, host LowCardinality(String),
+//	    time DateTime64(3, 'UTC'), request_id String, remote_ip String,
+//	    asn UInt32, as_org LowCardinality(String), country LowCardinality(String),
+//	    host LowCardinality(String),
 //	    method LowCardinality(String), path String, proto LowCardinality(String),
 //	    tls_version LowCardinality(String), sni String, alpn LowCardinality(String),
 //	    ja4 String, ja4_r String, ja4_o String, ja4_ro String, hfp String, hfp_r String,
@@ -117,9 +126,19 @@
 // failregexes such as ^<HOST> -.*"(GET|POST|HEAD).*HTTP.*" 404).
 //
 // FormatJSON writes one JSON object per line, with the fields time,
-// remote_ip, user, host, method, uri, proto, status, bytes, referer,
-// user_agent and duration_ms, encoded as in the fingerprint log (so that
-// both logs join on time and remote_ip); empty strings are left out.
+// request_id, remote_ip, user, host, method, uri, proto, status, bytes,
+// referer, user_agent and duration_ms, encoded as in the fingerprint log (so
+// that both logs join on request_id); empty strings are left out.
+//
+// The request ID is in JSON lines only. Appended to a combined line (as
+// nginx's "main" format appends a quoted field) it would still be read by
+// GoAccess's COMBINED format, which ignores what follows the User-Agent,
+// and by fail2ban's nginx-botsearch and nginx-bad-request filters; but
+// fail2ban's apache-badbots and http-badbots filters, which its
+// documentation also sets on nginx access logs ([nginx-badbots]), end their
+// expression with the User-Agent field and the end of the line ("$"): they
+// would stop matching. A combined line therefore stays exactly Apache's and
+// nginx's.
 //
 // The client address modes apply to both formats. In the Combined Log
 // Format, prefix writes the network's first address without its length
@@ -131,6 +150,8 @@
 // # Reading
 //
 // Top (`edge fp top`) counts the values of one field over plain and gzipped
-// logs. The files are untrusted input: lines longer than MaxLineBytes and
-// lines that are not records are counted (Counter.Bad) and skipped.
+// logs, and the standard input for the file name "-"; ParseSince reads its
+// -since (Go durations, and days and weeks: "1d", "2w"). The files are
+// untrusted input: lines longer than MaxLineBytes and lines that are not
+// records are counted (Counter.Bad) and skipped.
 package fplog

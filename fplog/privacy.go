@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"net/netip"
 
 	"github.com/maatproxy/maat/clientnet"
@@ -24,35 +25,56 @@ const MinHashKeyBytes = 16
 // 2^32 IPv4 addresses do not collide.
 const hashHexDigits = 24
 
-// clientIP returns remote_ip for addr in the given mode; "" leaves it out.
-func clientIP(mode string, key []byte, addr netip.Addr) string {
+// addrEncoder writes client addresses as a mode says. Its HMAC is reused
+// from line to line, so it serves one goroutine: a log's writing goroutine.
+type addrEncoder struct {
+	mode string
+	mac  hash.Hash // ClientIPHash only
+	in   [16]byte  // fields, not locals, which would escape into mac
+	sum  [sha256.Size]byte
+}
+
+// newAddrEncoder returns an addrEncoder for a validated mode ("" is full)
+// and, for ClientIPHash, its key.
+func newAddrEncoder(mode string, key []byte) *addrEncoder {
+	a := &addrEncoder{mode: orDefault(mode, ClientIPFull)}
+	if a.mode == ClientIPHash {
+		a.mac = hmac.New(sha256.New, key)
+	}
+	return a
+}
+
+// appendJSON appends remote_ip for addr, or nothing if it is left out. The
+// bytes it appends are digits, hex digits, '.', ':' and '/': nothing that a
+// JSON string or a log field would escape.
+func (a *addrEncoder) appendJSON(dst []byte, addr netip.Addr) []byte {
 	if !addr.IsValid() {
-		return ""
+		return dst
 	}
 	addr = addr.Unmap().WithZone("")
-	switch mode {
+	switch a.mode {
 	case ClientIPPrefix:
-		return clientnet.Prefix(addr).String()
+		return clientnet.Prefix(addr).AppendTo(dst)
 	case ClientIPHash:
-		mac := hmac.New(sha256.New, key)
-		b := addr.As16()
-		mac.Write(b[:])
-		return hex.EncodeToString(mac.Sum(nil))[:hashHexDigits]
+		a.mac.Reset()
+		a.in = addr.As16()
+		a.mac.Write(a.in[:])
+		return hex.AppendEncode(dst, a.mac.Sum(a.sum[:0])[:hashHexDigits/2])
 	case ClientIPNone:
-		return ""
+		return dst
 	default:
-		return addr.String()
+		return addr.AppendTo(dst)
 	}
 }
 
-// combinedHost returns the client address of a Combined Log Format line in
-// the given mode; "" is written "-". The prefix mode writes the network's
-// first address without its length ("203.0.113.0"), as anonip and Apache's
-// mod_log_ipmask do, so that the readers that want an address (GoAccess)
-// still find one.
-func combinedHost(mode string, key []byte, addr netip.Addr) string {
-	if mode != ClientIPPrefix || !addr.IsValid() {
-		return clientIP(mode, key, addr)
+// appendCombined appends the client address of a Combined Log Format line,
+// or nothing if it is left out ("-" is written then). The prefix mode writes
+// the network's first address without its length ("203.0.113.0"), as anonip
+// and Apache's mod_log_ipmask do, so that the readers that want an address
+// (GoAccess) still find one.
+func (a *addrEncoder) appendCombined(dst []byte, addr netip.Addr) []byte {
+	if a.mode != ClientIPPrefix || !addr.IsValid() {
+		return a.appendJSON(dst, addr)
 	}
-	return clientnet.Prefix(addr).Addr().String()
+	return clientnet.Prefix(addr.Unmap().WithZone("")).Addr().AppendTo(dst)
 }

@@ -2,6 +2,9 @@ package fplog
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/netip"
 	"regexp"
 	"testing"
@@ -72,15 +75,29 @@ func TestClientIPHashKeyed(t *testing.T) {
 	b := netip.MustParseAddr("203.0.113.8")
 	k1 := []byte("0123456789abcdef")
 	k2 := []byte("fedcba9876543210")
+	// One encoder per key, used for every line as a writer uses it: its
+	// HMAC is reset between addresses.
+	e1, e2 := newAddrEncoder(ClientIPHash, k1), newAddrEncoder(ClientIPHash, k2)
+	hash := func(e *addrEncoder, addr netip.Addr) string { return string(e.appendJSON(nil, addr)) }
+	// independent is the documented hash, computed afresh: HMAC-SHA-256 of
+	// the 16-byte form of the address, its first 24 hex digits.
+	independent := func(key []byte, addr netip.Addr) string {
+		mac := hmac.New(sha256.New, key)
+		b := addr.As16()
+		mac.Write(b[:])
+		return hex.EncodeToString(mac.Sum(nil))[:24]
+	}
 	tests := []struct {
 		name  string
 		x, y  string
 		equal bool
 	}{
-		{"stable", clientIP(ClientIPHash, k1, a), clientIP(ClientIPHash, k1, a), true},
-		{"mapped_same", clientIP(ClientIPHash, k1, a), clientIP(ClientIPHash, k1, netip.AddrFrom16(a.As16())), true},
-		{"other_address", clientIP(ClientIPHash, k1, a), clientIP(ClientIPHash, k1, b), false},
-		{"other_key", clientIP(ClientIPHash, k1, a), clientIP(ClientIPHash, k2, a), false},
+		{"documented_a", hash(e1, a), independent(k1, a), true},
+		{"documented_b", hash(e1, b), independent(k1, b), true},
+		{"documented_other_key", hash(e2, a), independent(k2, a), true},
+		{"mapped_same", hash(e1, netip.AddrFrom16(a.As16())), independent(k1, a), true},
+		{"other_address", hash(e1, a), hash(e1, b), false},
+		{"other_key", hash(e1, a), hash(e2, a), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

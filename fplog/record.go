@@ -1,6 +1,7 @@
 package fplog
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,15 +13,28 @@ import (
 )
 
 // Record is what the edge knows about one request: one line of the log.
-// Empty strings, a nil Challenge, an empty Rules and a zero Status are left
-// out of the line. See the package documentation for each field.
+// Empty strings, a zero ASN, a nil Challenge, an empty Rules and a zero
+// Status are left out of the line. See the package documentation for each
+// field.
 type Record struct {
-	Time     time.Time
-	RemoteIP netip.Addr
+	// Time is when the request started: its headers were read. If zero,
+	// Writer.Write sets the current time.
+	Time time.Time
+	// RequestID is the request's ID: the one shown on the pages the edge
+	// serves and sent upstream as X-Request-Id.
+	RequestID string
+	RemoteIP  netip.Addr
 	// ClientIP is the client address as logged (remote_ip). ParseLine sets
 	// it; a Writer derives it from RemoteIP and Config.ClientIP and ignores
 	// what the caller put here. AppendJSON writes it, or RemoteIP if empty.
-	ClientIP     string
+	ClientIP string
+	// ASN and ASOrg are the autonomous system the client address belongs
+	// to, its number and organization; Country is the address's ISO 3166-1
+	// alpha-2 country code. They are set only with a geo database; zero
+	// and empty values are left out.
+	ASN          uint32
+	ASOrg        string
+	Country      string
 	Host         string
 	Method       string
 	Path         string
@@ -87,59 +101,59 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 // AppendJSON appends the record as one JSON object, without a newline, with
 // the fields in the documented order.
 func (r *Record) AppendJSON(b []byte) []byte {
+	var buf [64]byte
+	ip := buf[:0]
+	if r.ClientIP == "" {
+		ip = r.RemoteIP.AppendTo(ip) // nothing for the zero Addr
+	}
+	return r.appendJSON(b, ip)
+}
+
+// appendJSON appends the record as AppendJSON does, with remote_ip
+// r.ClientIP if set, else ip: bytes that need no escaping (addrEncoder's).
+func (r *Record) appendJSON(b []byte, ip []byte) []byte {
 	b = append(b, '{')
-	first := true
-	field := func(name string) {
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = append(b, '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
-	}
-	str := func(name, v string) {
-		if v != "" {
-			field(name)
-			b = appendString(b, v)
-		}
-	}
 	if !r.Time.IsZero() {
-		field("time")
-		b = append(b, '"')
-		b = r.Time.UTC().AppendFormat(b, timeLayout)
-		b = append(b, '"')
+		b = append(b, `"time":"`...)
+		b = appendTime(b, r.Time)
+		b = append(b, '"', ',')
 	}
+	b = appendField(b, `"request_id":`, r.RequestID)
 	if r.ClientIP != "" {
-		str("remote_ip", r.ClientIP)
-	} else if r.RemoteIP.IsValid() {
-		field("remote_ip")
-		b = append(b, '"')
-		b = r.RemoteIP.AppendTo(b)
-		b = append(b, '"')
+		b = appendField(b, `"remote_ip":`, r.ClientIP)
+	} else if len(ip) > 0 {
+		b = append(b, `"remote_ip":"`...)
+		b = append(b, ip...)
+		b = append(b, '"', ',')
 	}
-	str("host", r.Host)
-	str("method", r.Method)
-	str("path", r.Path)
-	str("proto", r.Proto)
-	str("tls_version", r.TLSVersion)
-	str("sni", r.SNI)
-	str("alpn", r.ALPN)
-	str("ja4", r.JA4)
-	str("ja4_r", r.JA4R)
-	str("ja4_o", r.JA4O)
-	str("ja4_ro", r.JA4RO)
-	str("hfp", r.HFP)
-	str("hfp_r", r.HFPR)
-	str("h2fp", r.H2FP)
-	str("ja4h", r.JA4H)
-	str("user_agent", r.UserAgent)
-	str("client_family", r.ClientFamily)
-	field("weight")
+	if r.ASN != 0 {
+		b = append(b, `"asn":`...)
+		b = strconv.AppendUint(b, uint64(r.ASN), 10)
+		b = append(b, ',')
+	}
+	b = appendField(b, `"as_org":`, r.ASOrg)
+	b = appendField(b, `"country":`, r.Country)
+	b = appendField(b, `"host":`, r.Host)
+	b = appendField(b, `"method":`, r.Method)
+	b = appendField(b, `"path":`, r.Path)
+	b = appendField(b, `"proto":`, r.Proto)
+	b = appendField(b, `"tls_version":`, r.TLSVersion)
+	b = appendField(b, `"sni":`, r.SNI)
+	b = appendField(b, `"alpn":`, r.ALPN)
+	b = appendField(b, `"ja4":`, r.JA4)
+	b = appendField(b, `"ja4_r":`, r.JA4R)
+	b = appendField(b, `"ja4_o":`, r.JA4O)
+	b = appendField(b, `"ja4_ro":`, r.JA4RO)
+	b = appendField(b, `"hfp":`, r.HFP)
+	b = appendField(b, `"hfp_r":`, r.HFPR)
+	b = appendField(b, `"h2fp":`, r.H2FP)
+	b = appendField(b, `"ja4h":`, r.JA4H)
+	b = appendField(b, `"user_agent":`, r.UserAgent)
+	b = appendField(b, `"client_family":`, r.ClientFamily)
+	b = append(b, `"weight":`...)
 	b = strconv.AppendInt(b, int64(r.Weight), 10)
 	if len(r.Rules) > 0 {
-		field("rules")
-		b = append(b, '[')
+		b = append(b, `,"rules":[`...)
 		for i, rule := range r.Rules[:min(len(r.Rules), MaxRules)] {
 			if i > 0 {
 				b = append(b, ',')
@@ -148,24 +162,80 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
-	str("action", r.Action)
+	if r.Action != "" {
+		b = append(b, `,"action":`...)
+		b = appendString(b, r.Action)
+	}
 	if c := r.Challenge; c != nil {
-		field("challenge")
-		b = append(b, `{"alg":`...)
+		b = append(b, `,"challenge":{"alg":`...)
 		b = appendString(b, c.Alg)
 		b = append(b, `,"bits":`...)
 		b = strconv.AppendInt(b, int64(c.Bits), 10)
 		b = append(b, '}')
 	}
 	if r.Status != 0 {
-		field("status")
+		b = append(b, `,"status":`...)
 		b = strconv.AppendInt(b, int64(r.Status), 10)
 	}
-	field("bytes")
+	b = append(b, `,"bytes":`...)
 	b = strconv.AppendInt(b, r.Bytes, 10)
-	field("duration_ms")
-	b = strconv.AppendFloat(b, float64(r.Duration.Round(time.Microsecond))/1e6, 'f', -1, 64)
+	b = append(b, `,"duration_ms":`...)
+	b = appendMillis(b, r.Duration)
 	return append(b, '}')
+}
+
+// appendField appends key (quoted, with its colon), the JSON string v and a
+// comma, or nothing if v is empty. Every field before weight, which is
+// always there, ends with its comma; every field after it starts with one.
+func appendField(b []byte, key, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = append(b, key...)
+	b = appendString(b, v)
+	return append(b, ',')
+}
+
+// appendTime appends t in UTC as timeLayout does, without interpreting the
+// layout.
+func appendTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, timeLayout)
+	}
+	hour, minute, sec := t.Clock()
+	ms := t.Nanosecond() / 1e6
+	b = append(b, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-')
+	b = append(b, byte('0'+month/10), byte('0'+month%10), '-', byte('0'+day/10), byte('0'+day%10), 'T')
+	b = append(b, byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':')
+	b = append(b, byte('0'+sec/10), byte('0'+sec%10), '.')
+	return append(b, byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
+}
+
+// appendMillis appends d rounded to the microsecond, in milliseconds with
+// up to three decimals and no trailing zeros: "1.235", "0.25", "2000". It is
+// what strconv.AppendFloat(ms, 'f', -1, 64) writes for durations under 2^53
+// nanoseconds (104 days), and exact beyond.
+func appendMillis(b []byte, d time.Duration) []byte {
+	us := int64(d.Round(time.Microsecond) / time.Microsecond)
+	if us < 0 {
+		b = append(b, '-')
+		us = -us
+	}
+	b = strconv.AppendInt(b, us/1000, 10)
+	frac := us % 1000
+	if frac == 0 {
+		return b
+	}
+	b = append(b, '.', byte('0'+frac/100))
+	if frac %= 100; frac != 0 {
+		b = append(b, byte('0'+frac/10))
+		if frac %= 10; frac != 0 {
+			b = append(b, byte('0'+frac))
+		}
+	}
+	return b
 }
 
 const hexDigits = "0123456789abcdef"
@@ -179,6 +249,24 @@ var plainASCII = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
+// Masks of plainWord.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plainWord reports whether the eight bytes of x are all plain ASCII
+// (plainASCII), so that appendString can copy them as they are. It tests
+// them at once (SWAR; "Determine if a word has a byte less than n" and
+// "has a zero byte", Bit Twiddling Hacks, Sean Eron Anderson): no byte
+// below 0x20 or from 0x80 up, none of '"', '\\', '<', '>' and '&'.
+func plainWord(x uint64) bool {
+	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
+	special := (x - ones*0x20) | x | // bytes below 0x20 borrow; from 0x80 up have the high bit
+		zero(x^(ones*'"')) | zero(x^(ones*'\\')) | zero(x^(ones*'<')) | zero(x^(ones*'>')) | zero(x^(ones*'&'))
+	return special&highs == 0
+}
+
 // appendString appends s as a JSON string, cut to MaxFieldBytes, with
 // invalid UTF-8 replaced by U+FFFD and the characters that JSON, HTML and
 // JavaScript treat specially escaped.
@@ -187,6 +275,10 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) && plainWord(binary.LittleEndian.Uint64([]byte(s[i:i+8]))) {
+			i += 8
+			continue
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if plainASCII[c] {
@@ -247,7 +339,11 @@ func cut(s string) string {
 // line is a record as encoding/json reads it.
 type line struct {
 	Time         string     `json:"time"`
+	RequestID    string     `json:"request_id"`
 	RemoteIP     string     `json:"remote_ip"`
+	ASN          uint32     `json:"asn"`
+	ASOrg        string     `json:"as_org"`
+	Country      string     `json:"country"`
 	Host         string     `json:"host"`
 	Method       string     `json:"method"`
 	Path         string     `json:"path"`
@@ -292,7 +388,11 @@ func ParseLine(data []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: %w", ErrBadLine, err)
 	}
 	r := Record{
+		RequestID:    l.RequestID,
 		ClientIP:     l.RemoteIP,
+		ASN:          l.ASN,
+		ASOrg:        l.ASOrg,
+		Country:      l.Country,
 		Host:         l.Host,
 		Method:       l.Method,
 		Path:         l.Path,

@@ -3,8 +3,11 @@ package fplog
 import (
 	"encoding/json"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"net/netip"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +39,8 @@ var protocolRecords = []struct {
 	{
 		name: "http2_challenge",
 		rec: Record{
-			Time: testTime, RemoteIP: netip.MustParseAddr("2001:db8::1"),
+			Time: testTime, RequestID: "01JF3ZQ7X9T5W8M2K4R6P0B1CD", RemoteIP: netip.MustParseAddr("2001:db8::1"),
+			ASN: 4200000000, ASOrg: `Example "Net" B.V.`, Country: "NL",
 			Host: "wiki.example.org", Method: "GET", Path: "/w/index.php", Proto: "HTTP/2.0",
 			TLSVersion: "1.3", SNI: "wiki.example.org", ALPN: "h2",
 			JA4: "t13d1516h2_8daaf6152771_02713d6af862", JA4R: "r", JA4O: "o", JA4RO: "ro",
@@ -47,7 +51,7 @@ var protocolRecords = []struct {
 			Challenge: &Challenge{Alg: "pow", Bits: 16},
 			Status:    200, Bytes: 3021, Duration: 250 * time.Microsecond,
 		},
-		want: `{"time":"2026-12-03T10:32:08.123Z","remote_ip":"2001:db8::1","host":"wiki.example.org","method":"GET","path":"/w/index.php","proto":"HTTP/2.0","tls_version":"1.3","sni":"wiki.example.org","alpn":"h2","ja4":"t13d1516h2_8daaf6152771_02713d6af862","ja4_r":"r","ja4_o":"o","ja4_ro":"ro","hfp":"h217_6f1c2d9a3b4e","hfp_r":":method,:authority,:scheme,:path,user-agent","h2fp":"1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p","ja4h":"ge20nn14enus_7cf2b917f4b0_000000000000_000000000000","user_agent":"Mozilla/5.0 (X11; Linux x86_64) Chrome/156.0","client_family":"chrome","weight":12,"rules":["browser-ua","no-accept-language"],"action":"CHALLENGE","challenge":{"alg":"pow","bits":16},"status":200,"bytes":3021,"duration_ms":0.25}`,
+		want: `{"time":"2026-12-03T10:32:08.123Z","request_id":"01JF3ZQ7X9T5W8M2K4R6P0B1CD","remote_ip":"2001:db8::1","asn":4200000000,"as_org":"Example \"Net\" B.V.","country":"NL","host":"wiki.example.org","method":"GET","path":"/w/index.php","proto":"HTTP/2.0","tls_version":"1.3","sni":"wiki.example.org","alpn":"h2","ja4":"t13d1516h2_8daaf6152771_02713d6af862","ja4_r":"r","ja4_o":"o","ja4_ro":"ro","hfp":"h217_6f1c2d9a3b4e","hfp_r":":method,:authority,:scheme,:path,user-agent","h2fp":"1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p","ja4h":"ge20nn14enus_7cf2b917f4b0_000000000000_000000000000","user_agent":"Mozilla/5.0 (X11; Linux x86_64) Chrome/156.0","client_family":"chrome","weight":12,"rules":["browser-ua","no-accept-language"],"action":"CHALLENGE","challenge":{"alg":"pow","bits":16},"status":200,"bytes":3021,"duration_ms":0.25}`,
 	},
 	{
 		name: "http3_deny",
@@ -200,5 +204,89 @@ func TestParseLinePrefixes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// jsonString is encoding/json's encoding of s, with HTML escaping, as
+// appendString writes it: \b and \f spelled \u0008 and \u000c.
+func jsonString(t testing.TB, s string) string {
+	t.Helper()
+	var buf strings.Builder
+	enc := json.NewEncoder(&buf)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.TrimSuffix(buf.String(), "\n")
+	return strings.NewReplacer(`\\`, `\\`, `\b`, `\u0008`, `\f`, `\u000c`).Replace(out)
+}
+
+// TestAppendStringEncodingJSON compares appendString with encoding/json on
+// every byte that JSON, HTML or UTF-8 treats specially, at every position of
+// strings around the eight-byte words that appendString scans at once.
+func TestAppendStringEncodingJSON(t *testing.T) {
+	t.Parallel()
+	specials := []string{
+		"\x00", "\x01", "\b", "\t", "\n", "\f", "\r", "\x1f", "\x7f", `"`, `\`, "<", ">", "&",
+		"\x80", "\xff", "\xc3", "é", "\u2028", "\u2029", "日", "\U0001F600", "\xf0\x9f\x98",
+		" ", "~", "!", "#", "=", "?", "@", "[", "]",
+	}
+	n := 0
+	for size := range 20 {
+		for _, sp := range specials {
+			for pos := 0; pos <= size; pos++ {
+				s := strings.Repeat("a", pos) + sp + strings.Repeat("b", size-pos)
+				if got, want := string(appendString(nil, s)), jsonString(t, s); got != want {
+					t.Fatalf("appendString(%q) = %s; encoding/json gives %s", s, got, want)
+				}
+				n++
+			}
+		}
+	}
+	t.Logf("%d strings", n)
+}
+
+// TestAppendMillis compares appendMillis with the float formatting it
+// replaces, on edges and on random durations of every magnitude. Beyond 2^53
+// nanoseconds a float64 no longer holds them exactly: there the line must
+// read back as the duration.
+func TestAppendMillis(t *testing.T) {
+	t.Parallel()
+	ds := []time.Duration{
+		0, 1, 499, 500, 999, time.Microsecond, 10 * time.Microsecond, 250 * time.Microsecond,
+		time.Millisecond, 1234567, 1230 * time.Microsecond, 1205 * time.Microsecond, 2 * time.Second,
+		-1, -500, -501, -250 * time.Microsecond, -1234567, 1<<53 - 1, 1 << 53, -(1 << 53),
+		805768251524258765, math.MaxInt64, math.MinInt64, math.MinInt64 + 1,
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		ds = append(ds, time.Duration(rng.Int64N(math.MaxInt64)>>rng.IntN(63)))
+		ds = append(ds, -time.Duration(rng.Int64N(1<<40)))
+	}
+	for _, d := range ds {
+		got := string(appendMillis(nil, d))
+		us := d.Round(time.Microsecond) / time.Microsecond
+		if d > -(1<<53) && d < 1<<53 {
+			if want := strconv.FormatFloat(float64(us*time.Microsecond)/1e6, 'f', -1, 64); got != want {
+				t.Fatalf("appendMillis(%d) = %s; want %s", int64(d), got, want)
+			}
+		}
+		r, err := ParseLine([]byte(`{"duration_ms":` + got + `}`))
+		if math.Abs(float64(us)) < maxDurationMS*1e3 && (err != nil || r.Duration != us*time.Microsecond) {
+			t.Fatalf("appendMillis(%d) = %s, read back as %v, %v; want %v", int64(d), got, r.Duration, err, us*time.Microsecond)
+		}
+	}
+}
+
+func TestAppendTime(t *testing.T) {
+	t.Parallel()
+	for _, tm := range []time.Time{
+		testTime, {}, time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.FixedZone("CET", 3600)),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(999, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		if got, want := string(appendTime(nil, tm)), tm.UTC().Format(timeLayout); got != want {
+			t.Errorf("appendTime(%v) = %s; want %s", tm, got, want)
+		}
 	}
 }

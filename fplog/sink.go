@@ -81,6 +81,7 @@ type sink[E any] struct {
 	// Owned by the writing goroutine.
 	out      io.Writer
 	file     *os.File
+	cur      E         // the entry being written: a field, so that it does not escape anew each time
 	batch    []byte    // lines not yet written to out
 	flushed  time.Time // when batch was last written
 	pending  uint64    // lines in batch
@@ -208,8 +209,8 @@ func (w *sink[E]) run() {
 	armed := false
 	for {
 		select {
-		case e := <-w.queue:
-			w.write(&e)
+		case w.cur = <-w.queue:
+			w.write(&w.cur)
 			w.drain(len(w.queue))
 			if len(w.queue) == 0 && !armed {
 				if wait := flushDelay - time.Since(w.flushed); wait > 0 {
@@ -247,8 +248,8 @@ func (w *sink[E]) run() {
 func (w *sink[E]) drain(n int) {
 	for range n {
 		select {
-		case e := <-w.queue:
-			w.write(&e)
+		case w.cur = <-w.queue:
+			w.write(&w.cur)
 		default:
 			return
 		}

@@ -28,27 +28,43 @@ var ErrUnknownBy = errors.New("fplog: unknown -by field")
 
 // byFields maps the names of TopOptions.By to the values of a record.
 var byFields = map[string]func(r *Record) string{
-	"ja4":    func(r *Record) string { return r.JA4 },
-	"ja4_r":  func(r *Record) string { return r.JA4R },
-	"ja4_o":  func(r *Record) string { return r.JA4O },
-	"ja4_ro": func(r *Record) string { return r.JA4RO },
-	"hfp":    func(r *Record) string { return r.HFP },
-	"hfp_r":  func(r *Record) string { return r.HFPR },
-	"h2fp":   func(r *Record) string { return r.H2FP },
-	"ja4h":   func(r *Record) string { return r.JA4H },
-	"ua":     func(r *Record) string { return r.UserAgent },
-	"family": func(r *Record) string { return r.ClientFamily },
-	"ip":     func(r *Record) string { return r.ClientIP },
-	"action": func(r *Record) string { return r.Action },
-	"host":   func(r *Record) string { return r.Host },
-	"proto":  func(r *Record) string { return r.Proto },
-	"rule":   nil, // one count per rule of the record
+	"ja4":     func(r *Record) string { return r.JA4 },
+	"ja4_r":   func(r *Record) string { return r.JA4R },
+	"ja4_o":   func(r *Record) string { return r.JA4O },
+	"ja4_ro":  func(r *Record) string { return r.JA4RO },
+	"hfp":     func(r *Record) string { return r.HFP },
+	"hfp_r":   func(r *Record) string { return r.HFPR },
+	"h2fp":    func(r *Record) string { return r.H2FP },
+	"ja4h":    func(r *Record) string { return r.JA4H },
+	"ua":      func(r *Record) string { return r.UserAgent },
+	"family":  func(r *Record) string { return r.ClientFamily },
+	"ip":      func(r *Record) string { return r.ClientIP },
+	"asn":     func(r *Record) string { return formatNonZero(uint64(r.ASN)) },
+	"as_org":  func(r *Record) string { return r.ASOrg },
+	"country": func(r *Record) string { return r.Country },
+	"host":    func(r *Record) string { return r.Host },
+	"method":  func(r *Record) string { return r.Method },
+	"path":    func(r *Record) string { return r.Path },
+	"proto":   func(r *Record) string { return r.Proto },
+	"status":  func(r *Record) string { return formatNonZero(uint64(max(r.Status, 0))) },
+	"action":  func(r *Record) string { return r.Action },
+	"rule":    nil, // one count per rule of the record
+}
+
+// formatNonZero returns n in decimal, or "" for zero: the field was absent.
+func formatNonZero(n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.FormatUint(n, 10)
 }
 
 // TopOptions selects what Top counts.
 type TopOptions struct {
 	// By is the field counted: ja4, ja4_r, ja4_o, ja4_ro, hfp, hfp_r, h2fp,
-	// ja4h, ua, family, ip, rule, action, host or proto. If empty, ja4.
+	// ja4h, ua (user_agent), family (client_family), ip (remote_ip), asn,
+	// as_org, country, host, method, path, proto, status, action, or rule
+	// (each rule of a record's rules counts once). If empty, ja4.
 	By string
 	// Since skips records older than it, and records without a time. If
 	// zero, every record counts.
@@ -56,6 +72,18 @@ type TopOptions struct {
 	// Limit is the number of rows returned, the most frequent first. If
 	// zero, DefaultTopLimit; if negative, all.
 	Limit int
+	// Stdin is read for the file name "-". If nil, os.Stdin is.
+	Stdin io.Reader
+}
+
+// ByFields returns the names TopOptions.By accepts, sorted.
+func ByFields() []string {
+	names := make([]string, 0, len(byFields))
+	for name := range byFields {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // TopRow is one value of the counted field.
@@ -231,16 +259,32 @@ func (c *Counter) Rows(limit int) []TopRow {
 }
 
 // Top counts the values of a field over log files, plain or gzip, and
-// returns the most frequent. Bad lines are skipped; a file that cannot be
+// returns the most frequent. The file name "-" reads opts.Stdin (the
+// standard input if nil), once. Bad lines are skipped; a file that cannot be
 // read is an error.
 func Top(files []string, opts TopOptions) ([]TopRow, error) {
 	c, err := NewCounter(opts)
 	if err != nil {
 		return nil, err
 	}
+	stdinRead := false
 	for _, name := range files {
-		if err := c.ReadFile(name); err != nil {
-			return nil, err
+		if name != "-" {
+			if err := c.ReadFile(name); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if stdinRead {
+			continue // read to its end already
+		}
+		stdinRead = true
+		var in io.Reader = os.Stdin
+		if opts.Stdin != nil {
+			in = opts.Stdin
+		}
+		if err := c.Read(in); err != nil {
+			return nil, fmt.Errorf("%w (standard input)", err)
 		}
 	}
 	return c.Rows(opts.Limit), nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -236,5 +237,153 @@ func TestWriteTopJSON(t *testing.T) {
 				t.Fatalf("JSON round trip = %v; want %v", got, tt.rows)
 			}
 		})
+	}
+}
+
+// writtenLog writes a day of requests with fplog's own Writer, as the edge
+// does, and returns the file: per hour h (0 to 23, the oldest first), ten
+// requests from AS 64500 in NL to /feed.xml allowed (200), five from AS
+// 64501 in US to /wp-login.php denied by rules scanner and php (403) and,
+// every fourth hour, one without geo data to /, challenged by rule
+// no-accept-language (403).
+func writtenLog(t *testing.T, now time.Time) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fp.jsonl")
+	w, err := NewWriter(Config{Path: path, QueueSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h := range 24 {
+		at := now.Add(time.Duration(h-24) * time.Hour)
+		for range 10 {
+			w.Write(&Record{Time: at, RequestID: "a", ASN: 64500, ASOrg: "Example NL", Country: "NL",
+				Path: "/feed.xml", Action: ActionAllow, Rules: []string{"feeds"}, Status: 200})
+		}
+		for range 5 {
+			w.Write(&Record{Time: at, RequestID: "b", ASN: 64501, ASOrg: "Example US", Country: "US",
+				Path: "/wp-login.php", Action: ActionDeny, Rules: []string{"scanner", "php"}, Status: 403})
+		}
+		if h%4 == 0 {
+			w.Write(&Record{Time: at, Path: "/", Action: ActionChallenge, Rules: []string{"no-accept-language"},
+				Challenge: &Challenge{Alg: "pow", Bits: 16}, Status: 403})
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Written() != 24*15+6 || w.Dropped() != 0 {
+		t.Fatalf("Written, Dropped = %d, %d", w.Written(), w.Dropped())
+	}
+	return path
+}
+
+func TestTopWrittenLog(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	path := writtenLog(t, now)
+	since6h := now.Add(-6*time.Hour - time.Minute) // hours 18 to 23: six of them, hour 20 with a challenge
+	allow := func(n int64) map[string]int64 { return map[string]int64{ActionAllow: n} }
+	deny := func(n int64) map[string]int64 { return map[string]int64{ActionDeny: n} }
+	chal := func(n int64) map[string]int64 { return map[string]int64{ActionChallenge: n} }
+	tests := []struct {
+		name string
+		opts TopOptions
+		want []TopRow
+	}{
+		{"path", TopOptions{By: "path"}, []TopRow{
+			{"/feed.xml", 240, 240.0 / 366, allow(240)},
+			{"/wp-login.php", 120, 120.0 / 366, deny(120)},
+			{"/", 6, 6.0 / 366, chal(6)},
+		}},
+		{"status", TopOptions{By: "status"}, []TopRow{
+			{"200", 240, 240.0 / 366, allow(240)},
+			{"403", 126, 126.0 / 366, map[string]int64{ActionDeny: 120, ActionChallenge: 6}},
+		}},
+		{"action", TopOptions{By: "action"}, []TopRow{
+			{ActionAllow, 240, 240.0 / 366, allow(240)},
+			{ActionDeny, 120, 120.0 / 366, deny(120)},
+			{ActionChallenge, 6, 6.0 / 366, chal(6)},
+		}},
+		{"rule_each", TopOptions{By: "rule"}, []TopRow{
+			{"feeds", 240, 240.0 / 366, allow(240)},
+			{"php", 120, 120.0 / 366, deny(120)},
+			{"scanner", 120, 120.0 / 366, deny(120)},
+			{"no-accept-language", 6, 6.0 / 366, chal(6)},
+		}},
+		{"asn", TopOptions{By: "asn"}, []TopRow{
+			{"64500", 240, 240.0 / 366, allow(240)},
+			{"64501", 120, 120.0 / 366, deny(120)},
+			{"", 6, 6.0 / 366, chal(6)},
+		}},
+		{"as_org", TopOptions{By: "as_org", Limit: 1}, []TopRow{
+			{"Example NL", 240, 240.0 / 366, allow(240)},
+		}},
+		{"country_since", TopOptions{By: "country", Since: since6h}, []TopRow{
+			{"NL", 60, 60.0 / 91, allow(60)},
+			{"US", 30, 30.0 / 91, deny(30)},
+			{"", 1, 1.0 / 91, chal(1)},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Top([]string{path}, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Top:\n got %v\nwant %v", got, tt.want)
+			}
+			// The same from the standard input, named "-" (twice: read
+			// once).
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			opts := tt.opts
+			opts.Stdin = f
+			got, err = Top([]string{"-", "-"}, opts)
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Top of stdin = %v, %v\nwant %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestTopStdinAndFiles: "-" among files adds the standard input's lines
+// to theirs, gzipped or not.
+func TestTopStdinAndFiles(t *testing.T) {
+	t.Parallel()
+	files := generatedLog(t) // 1000 records, 500 of JA4 aaa
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	for range 7 {
+		zw.Write(append((&Record{JA4: "t13d1516h2_aaa", Action: ActionAllow}).AppendJSON(nil), '\n'))
+	}
+	zw.Close()
+	got, err := Top(append(files, "-"), TopOptions{Limit: 1, Stdin: &gz})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TopRow{{"t13d1516h2_aaa", 507, 507.0 / 1007, map[string]int64{"ALLOW": 407, "CHALLENGE": 100}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Top = %v; want %v", got, want)
+	}
+}
+
+func TestByFields(t *testing.T) {
+	t.Parallel()
+	fields := ByFields()
+	for _, by := range []string{"ja4", "hfp", "h2fp", "ua", "family", "ip", "path", "status", "action", "rule", "asn", "country"} {
+		if !slices.Contains(fields, by) {
+			t.Errorf("ByFields() = %q lacks %q", fields, by)
+		}
+		if _, err := NewCounter(TopOptions{By: by}); err != nil {
+			t.Errorf("NewCounter(By: %q): %v", by, err)
+		}
+	}
+	if !slices.IsSorted(fields) {
+		t.Errorf("ByFields() = %q, not sorted", fields)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -91,10 +90,12 @@ func (c *Config) settings() settings {
 type Writer struct {
 	sink[entry]
 
-	mode    string
-	key     []byte
 	sample  float64 // fraction of ALLOW kept; 1 = all
 	skipped atomic.Uint64
+
+	// Owned by the writing goroutine.
+	addr *addrEncoder
+	ip   []byte // remote_ip of the line being encoded
 }
 
 // entry is a queued copy of a record: the caller may reuse its Record, its
@@ -113,9 +114,8 @@ func NewWriter(cfg Config) (*Writer, error) {
 		return nil, err
 	}
 	w := &Writer{
-		mode:   orDefault(cfg.ClientIP, ClientIPFull),
-		key:    slices.Clone(cfg.HashKey),
 		sample: cfg.SampleAllow,
+		addr:   newAddrEncoder(cfg.ClientIP, cfg.HashKey),
 	}
 	if w.sample == 0 {
 		w.sample = 1
@@ -139,6 +139,15 @@ func (w *Writer) Write(r *Record) {
 		w.skipped.Add(1)
 		return
 	}
+	e := newEntry(r)
+	if e.rec.Time.IsZero() {
+		e.rec.Time = time.Now()
+	}
+	w.put(&e)
+}
+
+// newEntry copies r into an entry that shares nothing with it.
+func newEntry(r *Record) entry {
 	e := entry{rec: *r, nRules: len(r.Rules)}
 	if r.Challenge != nil {
 		e.challenge, e.hasChallenge = *r.Challenge, true
@@ -150,10 +159,7 @@ func (w *Writer) Write(r *Record) {
 	} else {
 		e.rec.Rules = slices.Clone(r.Rules)
 	}
-	if e.rec.Time.IsZero() {
-		e.rec.Time = time.Now()
-	}
-	w.put(&e)
+	return e
 }
 
 // Skipped returns the number of ALLOW records left out by sampling.
@@ -169,7 +175,7 @@ func (w *Writer) encode(b []byte, e *entry) []byte {
 	if e.hasChallenge {
 		r.Challenge = &e.challenge
 	}
-	r.ClientIP = clientIP(w.mode, w.key, r.RemoteIP)
-	r.RemoteIP = netip.Addr{}
-	return r.AppendJSON(b)
+	r.ClientIP = ""
+	w.ip = w.addr.appendJSON(w.ip[:0], r.RemoteIP)
+	return r.appendJSON(b, w.ip)
 }

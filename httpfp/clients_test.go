@@ -63,7 +63,7 @@ func checkOrders(t *testing.T, ab, ab2, ba []result, h2fp string) {
 		if !r.Found || !r.Ordered || !r.TLS {
 			t.Fatalf("result %d: no ordered fingerprint: %+v", i, r)
 		}
-		if hfp, raw := httpfp.HFP(protoOf(r.Proto), r.Names); r.HFP != hfp || r.HFPR != raw {
+		if hfp, raw := httpfp.SpecHFP(protoOf(r.Proto), r.Names); r.HFP != hfp || r.HFPR != raw {
 			t.Errorf("result %d: hfp %s %s, want %s %s", i, r.HFP, r.HFPR, hfp, raw)
 		}
 		if h2fp != "" && r.H2FP != h2fp {

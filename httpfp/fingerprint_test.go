@@ -1,11 +1,30 @@
 package httpfp
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 )
+
+// specHFP computes hfp and hfp_r as DESIGN.md spells them, independently
+// of HFP: the names lowercased, cookie and referer left out, joined with
+// ","; then the protocol, the count in two digits (99 at most), "_" and the
+// first 12 hex digits of SHA-256 of hfp_r. TestHFP checks it against values
+// computed outside Go.
+func specHFP(p Proto, names []string) (hfp, hfpr string) {
+	var kept []string
+	for _, n := range names {
+		if l := strings.ToLower(n); l != "cookie" && l != "referer" {
+			kept = append(kept, l)
+		}
+	}
+	hfpr = strings.Join(kept, ",")
+	sum := sha256.Sum256([]byte(hfpr))
+	proto := map[Proto]string{H1: "h1", H2: "h2", H3: "h3"}[p]
+	return fmt.Sprintf("%s%02d_%x", proto, min(len(kept), 99), sum[:6]), hfpr
+}
 
 func TestHFP(t *testing.T) {
 	t.Parallel()
@@ -33,6 +52,9 @@ func TestHFP(t *testing.T) {
 			if hfp != tt.hfp || hfpr != tt.hfpr {
 				t.Errorf("HFP = %s %q, want %s %q", hfp, hfpr, tt.hfp, tt.hfpr)
 			}
+			if hfp, hfpr := specHFP(tt.proto, tt.names); hfp != tt.hfp || hfpr != tt.hfpr {
+				t.Errorf("specHFP = %s %q, want %s %q: the tests' reference is wrong", hfp, hfpr, tt.hfp, tt.hfpr)
+			}
 		})
 	}
 }
@@ -58,7 +80,7 @@ func TestNewH3Fingerprint(t *testing.T) {
 			if got := strings.Join(fp.Names, ","); got != tt.names || fp.Ordered {
 				t.Errorf("Names = %q, Ordered = %v; want %q, false", got, fp.Ordered, tt.names)
 			}
-			if hfp, _ := HFP(H3, fp.Names); fp.HFP != hfp || !strings.HasPrefix(fp.JA4H, tt.ja4h) {
+			if hfp, _ := specHFP(H3, fp.Names); fp.HFP != hfp || !strings.HasPrefix(fp.JA4H, tt.ja4h) {
 				t.Errorf("HFP %s (want %s), JA4H %s (want prefix %s)", fp.HFP, hfp, fp.JA4H, tt.ja4h)
 			}
 		})

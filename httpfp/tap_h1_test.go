@@ -131,7 +131,7 @@ func TestH1Tap(t *testing.T) {
 					if g.method != w.method || g.uri != w.uri || strings.Join(g.fp.Names, ",") != w.names {
 						t.Errorf("request %d = %s %s %q, want %s %s %q", i, g.method, g.uri, g.fp.Names, w.method, w.uri, w.names)
 					}
-					if hfp, raw := HFP(H1, g.fp.Names); g.fp.HFP != hfp || g.fp.HFPR != raw || !g.fp.Ordered {
+					if hfp, raw := specHFP(H1, g.fp.Names); g.fp.HFP != hfp || g.fp.HFPR != raw || !g.fp.Ordered {
 						t.Errorf("request %d: hfp %s %q, want %s %q", i, g.fp.HFP, g.fp.HFPR, hfp, raw)
 					}
 				}

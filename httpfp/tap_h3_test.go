@@ -77,7 +77,7 @@ func TestHTTP3(t *testing.T) {
 	if !slices.Contains(r.Names, "x-a") || !slices.Contains(r.Names, "cookie") || !strings.HasPrefix(r.Names[0], ":") {
 		t.Errorf("names %q", r.Names)
 	}
-	if hfp, raw := httpfp.HFP(httpfp.H3, r.Names); r.HFP != hfp || r.HFPR != raw {
+	if hfp, raw := httpfp.SpecHFP(httpfp.H3, r.Names); r.HFP != hfp || r.HFPR != raw {
 		t.Errorf("hfp %s %s, want %s %s", r.HFP, r.HFPR, hfp, raw)
 	}
 	if !strings.HasPrefix(r.JA4H, "ge30cn") {

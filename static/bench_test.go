@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/maatproxy/maat/static"
@@ -90,6 +91,25 @@ func BenchmarkFileLoopback(b *testing.B) {
 					}
 				}
 				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkLimitRanges measures the check the edge applies to a proxied
+// request's Range header: an honest one, and the attack of sixty thousand
+// suffixes (a 240 KB header, were it allowed through).
+func BenchmarkLimitRanges(b *testing.B) {
+	attack := "bytes=" + strings.Repeat("-1,", 59999) + "-1"
+	for _, bc := range []struct{ name, v string }{
+		{"honest", "bytes=0-1023,-1024"},
+		{"attack", attack},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				h := http.Header{"Range": {bc.v}}
+				static.LimitRanges(h, 0)
 			}
 		})
 	}

@@ -3,7 +3,9 @@ package static
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -12,10 +14,19 @@ const DefaultIndex = "index.html"
 
 // Errors returned by Config.Validate and New, wrapped with details.
 var (
-	ErrNoRoot   = errors.New("static: root is not set")
-	ErrRoot     = errors.New("static: root is not a usable directory")
-	ErrBadIndex = errors.New("static: index must be a plain file name")
+	ErrNoRoot      = errors.New("static: root is not set")
+	ErrRoot        = errors.New("static: root is not a usable directory")
+	ErrBadIndex    = errors.New("static: index must be a plain file name")
+	ErrStripPrefix = errors.New("static: strip prefix must be a clean path starting with /")
+	ErrErrorPage   = errors.New("static: bad error page")
+	ErrMaxRanges   = errors.New("static: max ranges must not be negative")
 )
+
+// errorStatuses are the statuses the handler answers itself, for which
+// Config.ErrorPages may name a page: a malformed path (400), a file it may
+// not serve (403), a missing file (404), a method other than GET and HEAD
+// (405), and a failure of the file system (500).
+var errorStatuses = [...]int{400, 403, 404, 405, 500}
 
 // Config configures a Handler.
 type Config struct {
@@ -41,6 +52,35 @@ type Config struct {
 	// false, only the file itself is served. Operators expect it on: a
 	// caller that reads it from a configuration file defaults it to true.
 	Precompressed bool
+
+	// StripPrefix is taken off the request path before the rest is looked
+	// up under Root, as nginx's alias does: with StripPrefix "/docs/" and
+	// Root /srv/docs, "/docs/a.html" is /srv/docs/a.html. It matches whole
+	// segments ("/docs" does not match "/docsx"), a path outside it is 404,
+	// and the prefix without its trailing slash ("/docs") is redirected to
+	// "docs/". If empty, the whole path is looked up under Root, as nginx's
+	// root and Caddy's file_server in a handle block do: "/docs/a.html" is
+	// /srv/site/docs/a.html with Root /srv/site. (A caller may also strip
+	// the prefix itself, as http.StripPrefix does, and leave this empty.)
+	StripPrefix string
+
+	// ErrorPages maps a status the handler answers itself (400, 403, 404,
+	// 405 or 500) to a file under Root (a slash-separated path such as
+	// "404.html" or "errors/404.html") whose content answers that status in
+	// place of the status text, as nginx's error_page and Caddy's
+	// handle_errors do. The status is kept and the Content-Type is the
+	// file's. The page is opened through the same os.Root as every file, so
+	// it cannot lead out of Root, and a missing page is not itself an error
+	// page: the status text answers then. Validate checks that each file
+	// exists. If nil, every error answers with its status text.
+	ErrorPages map[int]string
+
+	// MaxRanges is the number of ranges a Range header may ask for; a
+	// request for more is answered with the whole file (200), as Apache's
+	// MaxRanges does. Ranges that overlap or touch are merged first, so
+	// that a response never holds more bytes of the file than the file. If
+	// zero, DefaultMaxRanges is used.
+	MaxRanges int
 }
 
 // index returns a copy of the index file names in effect.
@@ -66,7 +106,56 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: %q", ErrBadIndex, name))
 		}
 	}
-	return errors.Join(errs...)
+	if p := c.StripPrefix; p != "" && !cleanPrefix(p) {
+		errs = append(errs, fmt.Errorf("%w: %q", ErrStripPrefix, p))
+	}
+	if c.MaxRanges < 0 {
+		errs = append(errs, fmt.Errorf("%w: %d", ErrMaxRanges, c.MaxRanges))
+	}
+	return errors.Join(append(errs, c.errorPageProblems()...)...)
+}
+
+// errorPageProblems returns a problem for each error page whose status is
+// not one the handler answers, whose name cannot be served, or whose file
+// is not a regular file under Root.
+func (c Config) errorPageProblems() []error {
+	var errs []error
+	for _, status := range slices.Sorted(maps.Keys(c.ErrorPages)) {
+		name := c.ErrorPages[status]
+		if !slices.Contains(errorStatuses[:], status) {
+			errs = append(errs, fmt.Errorf("%w: status %d is not one of %v", ErrErrorPage, status, errorStatuses))
+			continue
+		}
+		clean, dir, bad := cleanPath(name)
+		if bad != 0 || dir || clean == "." {
+			errs = append(errs, fmt.Errorf("%w: %d: %q is not the name of a file under the root", ErrErrorPage, status, name))
+			continue
+		}
+		root, err := os.OpenRoot(c.Root)
+		if err != nil {
+			continue // reported as ErrNoRoot or ErrRoot
+		}
+		f, _, err := openRegular(root, clean)
+		root.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: %d: %w", ErrErrorPage, status, err))
+			continue
+		}
+		f.Close()
+	}
+	return errs
+}
+
+// errorPages returns a copy of the error pages, their names cleaned.
+func (c Config) errorPages() map[int]string {
+	if len(c.ErrorPages) == 0 {
+		return nil
+	}
+	m := make(map[int]string, len(c.ErrorPages))
+	for status, name := range c.ErrorPages {
+		m[status], _, _ = cleanPath(name)
+	}
+	return m
 }
 
 // plainName reports whether name is a single, visible path element.

@@ -14,7 +14,13 @@
 //     If-None-Match, If-Modified-Since, If-Unmodified-Since, If-Range).
 //   - Range requests (RFC 9110, section 14): single and multiple ranges
 //     (multipart/byteranges), 416 for unsatisfiable ones. Conditionals and
-//     ranges are net/http.ServeContent's.
+//     ranges are net/http.ServeContent's, with two bounds first: a request
+//     for more than Config.MaxRanges ranges (DefaultMaxRanges, 100) gets the
+//     whole file (200, as Apache's MaxRanges), and ranges that overlap or
+//     touch are merged (RFC 9110, section 14.6), so that no response holds
+//     a byte twice or more parts than the limit. LimitRanges applies the
+//     same bounds to a request for a representation of unknown size, such
+//     as one a proxy forwards.
 //   - Precompressed siblings (name.zst, name.br, name.gz) chosen by the
 //     request's Accept-Encoding with its q-values (RFC 9110, section 12.5.3),
 //     sent with Content-Encoding, Vary: Accept-Encoding and the Content-Type of
@@ -27,12 +33,21 @@
 //   - An HTML directory listing, only when Config.Listing is set.
 //
 // Error responses carry the status text only, never a path or an error
-// message from the file system.
+// message from the file system; or, for the statuses of Config.ErrorPages,
+// the content of a file under the root with the same status (nginx's
+// error_page, Caddy's handle_errors).
 //
-// The handler serves r.URL.Path relative to Config.Root: the caller strips
-// the route's prefix first (http.StripPrefix does, as does edge), so that a
-// route "/docs/" with root "/srv/docs" serves "/docs/a.html" from
-// "/srv/docs/a.html". A leading slash is optional. A request for the bare
-// prefix ("/docs", stripped to "") is redirected to "docs/", using the
-// request's RequestURI, so that relative links in the index resolve.
+// # Paths and prefixes
+//
+// The handler looks r.URL.Path up under Config.Root, as nginx's root does:
+// a route "/docs/" with root "/srv/site" serves "/docs/a.html" from
+// "/srv/site/docs/a.html". With Config.StripPrefix "/docs/" it takes the
+// prefix off first, as nginx's alias does: root "/srv/docs" serves
+// "/docs/a.html" from "/srv/docs/a.html", and a path outside the prefix is
+// 404. A caller may also strip the prefix itself (http.StripPrefix) and
+// leave StripPrefix empty; a leading slash is then optional. A directory
+// named without its trailing slash, the route's own ("/docs") included, is
+// redirected to the name with one by a Location relative to the last
+// segment ("docs/"), so that the prefix is kept whoever stripped it and
+// relative links in the index resolve.
 package static

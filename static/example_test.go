@@ -11,36 +11,44 @@ import (
 	"github.com/maatproxy/maat/static"
 )
 
-// A route "/docs/" with `root: /srv/docs`: the prefix is stripped before the
-// handler sees the path.
+// A route "/docs/" served from /srv/docs as nginx's alias does (the prefix
+// taken off), with a page for missing files.
 func Example() {
 	root, err := os.MkdirTemp("", "static-example")
 	if err != nil {
 		panic(err)
 	}
 	defer os.RemoveAll(root)
-	if err := os.WriteFile(filepath.Join(root, "index.html"), []byte("<h1>docs</h1>"), 0o644); err != nil {
-		panic(err)
+	for name, content := range map[string]string{"index.html": "<h1>docs</h1>", "404.html": "<h1>no such page</h1>"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			panic(err)
+		}
 	}
 
-	h, err := static.New(static.Config{Root: root, Precompressed: true})
+	h, err := static.New(static.Config{
+		Root:          root,
+		StripPrefix:   "/docs/",
+		ErrorPages:    map[int]string{http.StatusNotFound: "404.html"},
+		Precompressed: true,
+	})
 	if err != nil {
 		panic(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/docs/", http.StripPrefix("/docs", h))
+	mux.Handle("/docs/", h)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	resp, err := http.Get(srv.URL + "/docs/")
-	if err != nil {
-		panic(err)
+	for _, path := range []string{"/docs/", "/docs/missing.html"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			panic(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println(resp.Status, resp.Header.Get("Content-Type"), string(body))
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	fmt.Println(resp.Status, resp.Header.Get("Content-Type"))
-	fmt.Println(string(body))
 	// Output:
-	// 200 OK text/html; charset=utf-8
-	// <h1>docs</h1>
+	// 200 OK text/html; charset=utf-8 <h1>docs</h1>
+	// 404 Not Found text/html; charset=utf-8 <h1>no such page</h1>
 }

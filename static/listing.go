@@ -46,7 +46,7 @@ type listingEntry struct {
 func (h *Handler) serveListing(w http.ResponseWriter, r *http.Request, root *os.Root, name string, d *os.File) {
 	des, err := d.ReadDir(-1)
 	if err != nil {
-		fail(w, http.StatusInternalServerError)
+		h.fail(w, r, root, http.StatusInternalServerError)
 		return
 	}
 	entries := make([]listingEntry, 0, len(des))

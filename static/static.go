@@ -1,8 +1,8 @@
 package static
 
 import (
+	"cmp"
 	"errors"
-	"fmt"
 	"html/template"
 	"io"
 	"io/fs"
@@ -21,6 +21,9 @@ type Handler struct {
 	index         []string
 	listing       bool
 	precompressed bool
+	strip         string         // "" = the whole path is looked up
+	errorPages    map[int]string // status → cleaned name under root
+	maxRanges     int
 	page          *template.Template
 }
 
@@ -34,6 +37,9 @@ func New(cfg Config) (*Handler, error) {
 		index:         cfg.index(),
 		listing:       cfg.Listing,
 		precompressed: cfg.Precompressed,
+		strip:         cfg.StripPrefix,
+		errorPages:    cfg.errorPages(),
+		maxRanges:     cmp.Or(cfg.MaxRanges, DefaultMaxRanges),
 	}
 	if cfg.Listing {
 		h.page = template.Must(template.New("listing").Parse(listingHTML))
@@ -41,43 +47,51 @@ func New(cfg Config) (*Handler, error) {
 	return h, nil
 }
 
-// ServeHTTP serves r.URL.Path, relative to the root; the caller has
-// stripped the route's prefix (see the package documentation).
+// ServeHTTP serves r.URL.Path under the root, without Config.StripPrefix
+// (see the package documentation).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		fail(w, http.StatusMethodNotAllowed)
+		h.fail(w, r, nil, http.StatusMethodNotAllowed)
 		return
 	}
-	name, dirURL, status := cleanPath(r.URL.Path)
+	p, ok := h.lookupPath(r.URL.Path)
+	if !ok {
+		h.fail(w, r, nil, http.StatusNotFound)
+		return
+	}
+	name, dirURL, status := cleanPath(p)
 	if status != 0 {
-		fail(w, status)
+		h.fail(w, r, nil, status)
 		return
 	}
 	root, err := os.OpenRoot(h.root)
 	if err != nil {
-		fail(w, statusOf(err)) // the root went away since New
+		fail(w, statusOf(err)) // the root went away since New: no error page either
 		return
 	}
 	defer root.Close()
 
 	f, fi, err := openAny(root, name)
 	if err != nil {
-		fail(w, statusOf(err))
+		h.fail(w, r, root, statusOf(err))
 		return
 	}
 	defer f.Close()
 	switch {
 	case fi.IsDir():
-		if !dirURL || r.URL.Path == "" && bareRoute(r) {
+		// The route itself without its slash: "/docs" stripped to "",
+		// by StripPrefix or by the caller.
+		bare := p == "" && (h.strip != "" && r.URL.Path != "" || bareRoute(r))
+		if !dirURL || bare {
 			redirectToDir(w, r)
 			return
 		}
 		h.serveDir(w, r, root, name, f)
 	case !fi.Mode().IsRegular():
-		fail(w, http.StatusNotFound) // devices, FIFOs, sockets
+		h.fail(w, r, root, http.StatusNotFound) // devices, FIFOs, sockets
 	case dirURL:
-		fail(w, http.StatusNotFound) // "file.html/"
+		h.fail(w, r, root, http.StatusNotFound) // "file.html/"
 	default:
 		h.serveFile(w, r, root, name, f, fi)
 	}
@@ -94,7 +108,7 @@ func (h *Handler) serveDir(w http.ResponseWriter, r *http.Request, root *os.Root
 		}
 	}
 	if !h.listing {
-		fail(w, http.StatusNotFound)
+		h.fail(w, r, root, http.StatusNotFound)
 		return
 	}
 	h.serveListing(w, r, root, name, d)
@@ -114,7 +128,7 @@ func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, root *os.Roo
 		hdr["Content-Type"] = []string{t}
 	} // otherwise ServeContent sniffs the content
 	hdr["Etag"] = []string{etag(fi, "")}
-	http.ServeContent(w, r, name, fi.ModTime(), f)
+	http.ServeContent(w, withRanges(r, fi.Size(), h.maxRanges), name, fi.ModTime(), f)
 }
 
 // serveSibling serves the best precompressed sibling of name (open as
@@ -136,7 +150,7 @@ func (h *Handler) serveSibling(w http.ResponseWriter, r *http.Request, root *os.
 		hdr["Content-Type"] = []string{ctype}
 		hdr["Content-Encoding"] = []string{e.token}
 		hdr["Etag"] = []string{etag(fi, e.token)}
-		http.ServeContent(&lengthWriter{ResponseWriter: w, n: fi.Size()}, r, name, fi.ModTime(), f)
+		http.ServeContent(&lengthWriter{ResponseWriter: w, n: fi.Size()}, withRanges(r, fi.Size(), h.maxRanges), name, fi.ModTime(), f)
 		return true
 	}
 	return false
@@ -250,15 +264,6 @@ func statusOf(err error) int {
 		return http.StatusForbidden
 	}
 	return http.StatusInternalServerError
-}
-
-// fail writes an error response that carries the status text only.
-func fail(w http.ResponseWriter, status int) {
-	h := w.Header()
-	h.Del("Etag")
-	h.Del("Last-Modified")
-	h.Del("Content-Encoding")
-	http.Error(w, fmt.Sprintf("%d %s", status, http.StatusText(status)), status)
 }
 
 // lengthWriter sets Content-Length on a full (200) response: ServeContent

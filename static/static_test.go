@@ -31,7 +31,8 @@ type site struct {
 
 // newSite writes files (name → content; a name ending in "/" is a
 // directory) under a new root and serves it at /site/ on 127.0.0.1, with the
-// prefix stripped as edge does.
+// prefix stripped: by the handler if cfg.StripPrefix is set (it must be
+// "/site/" or "/site"), else by http.StripPrefix.
 func newSite(t *testing.T, cfg static.Config, files map[string]string) *site {
 	t.Helper()
 	dir := t.TempDir()
@@ -53,7 +54,11 @@ func newSite(t *testing.T, cfg static.Config, files map[string]string) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.StripPrefix("/site", h))
+	var handler http.Handler = h // no ServeMux: paths reach it as sent
+	if cfg.StripPrefix == "" {
+		handler = http.StripPrefix("/site", h)
+	}
+	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	// DisableCompression: the test sees Content-Encoding and the raw bytes.
 	client := &http.Client{
@@ -171,9 +176,22 @@ func check(t *testing.T, resp *http.Response, body []byte, w want) {
 	}
 }
 
+// TestServe serves the fixture under the route /site/ with the prefix
+// stripped by the caller (http.StripPrefix), and by the handler
+// (Config.StripPrefix, with and without its trailing slash): the answers
+// are the same.
 func TestServe(t *testing.T) {
 	t.Parallel()
-	s := newSite(t, static.Config{Precompressed: true}, fixture(t))
+	for _, strip := range []string{"", "/site/", "/site"} {
+		t.Run("strip="+strip, func(t *testing.T) {
+			t.Parallel()
+			testServe(t, static.Config{Precompressed: true, StripPrefix: strip})
+		})
+	}
+}
+
+func testServe(t *testing.T, cfg static.Config) {
+	s := newSite(t, cfg, fixture(t))
 	must(t, os.Symlink("hello.txt", filepath.Join(s.root, "alias.txt")))
 	must(t, os.Symlink("../secret.txt", filepath.Join(s.root, "out.txt")))
 	must(t, os.Symlink("..", filepath.Join(s.root, "up")))

@@ -227,7 +227,10 @@ func unmarshalBody(body []byte, u16 []uint16, alpn []string) (Hello, error) {
 	return h, nil
 }
 
-// knownIndex numbers the extensions that unmarshalExtension reads.
+// knownIndex numbers the extensions whose bodies unmarshalBody reads:
+// server_name, ALPN, supported_versions, signature_algorithms and
+// supported_groups, in the order of its known and seen arrays; -1 for the
+// others, of which only the type is kept.
 func knownIndex(typ uint16) int {
 	switch typ {
 	case extServerName:

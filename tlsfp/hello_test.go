@@ -2,10 +2,14 @@ package tlsfp
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/crypto/cryptobyte"
@@ -112,20 +116,68 @@ func seq(from, n int) []uint16 {
 	return out
 }
 
+// hashedJA4 computes a hashed JA4 form from its raw form as the JA4
+// specification says, independently of the package: the first 12 hex
+// digits of SHA-256 of the cipher list, then of the extension list joined
+// to the signature algorithms with "_"; 12 zeros for an empty list.
+func hashedJA4(raw string) string {
+	parts := strings.SplitN(raw, "_", 4)
+	for len(parts) < 4 {
+		parts = append(parts, "")
+	}
+	hash := func(s string) string {
+		if s == "" {
+			return "000000000000"
+		}
+		sum := sha256.Sum256([]byte(s))
+		return hex.EncodeToString(sum[:])[:12]
+	}
+	exts := parts[2]
+	if parts[3] != "" {
+		exts += "_" + parts[3]
+	}
+	if parts[2] == "" {
+		exts = ""
+	}
+	return parts[0] + "_" + hash(parts[1]) + "_" + hash(exts)
+}
+
+// TestHashedJA4 checks hashedJA4 on the reference vectors, whose hashed
+// forms come from FoxIO's captures: it is a reference only if it agrees.
+func TestHashedJA4(t *testing.T) {
+	t.Parallel()
+	for _, v := range loadVectors(t) { // 160 of them with raw forms
+		e := v.Expected
+		if e.JA4R == "" {
+			continue // QUIC hellos carry the hashed form only
+		}
+		if got := hashedJA4(e.JA4R); got != e.JA4 {
+			t.Errorf("%s: hashedJA4(ja4_r) = %s, want ja4 %s", v.name(), got, e.JA4)
+		}
+		if got := hashedJA4(e.JA4RO); got != e.JA4O {
+			t.Errorf("%s: hashedJA4(ja4_ro) = %s, want ja4_o %s", v.name(), got, e.JA4O)
+		}
+	}
+}
+
 func TestFingerprintSynthetic(t *testing.T) {
 	t.Parallel()
+	// Every case states the raw forms and the version; the hashed forms
+	// are checked against hashedJA4 of the raw ones, and against the
+	// literal where the case gives one.
 	tests := []struct {
-		name                   string
-		spec                   spec
-		quic                   bool
-		ja4, ja4r, ja4o, ja4ro string
-		version                string
+		name        string
+		spec        spec
+		quic        bool
+		ja4r, ja4ro string
+		ja4, ja4o   string // "" = checked through hashedJA4 only
+		version     string // "" = none known
 	}{
 		{
 			name: "no ciphers, no extensions",
 			spec: spec{version: 0x0303, noExts: true},
-			ja4:  "t12i000000_000000000000_000000000000", ja4r: "t12i000000__",
-			ja4o: "t12i000000_000000000000_000000000000", ja4ro: "t12i000000__",
+			ja4r: "t12i000000__", ja4ro: "t12i000000__",
+			ja4: "t12i000000_000000000000_000000000000", ja4o: "t12i000000_000000000000_000000000000",
 			version: "1.2",
 		},
 		{
@@ -134,42 +186,51 @@ func TestFingerprintSynthetic(t *testing.T) {
 			name:    "supported_versions of zero",
 			spec:    spec{version: 0x0303, ciphers: []uint16{0x1301}, exts: []ext{versions(0x0000)}},
 			ja4r:    "t00i010100_1301_002b",
+			ja4ro:   "t00i010100_1301_002b",
 			version: "",
 		},
 		{
 			name:    "supported_versions of GREASE only",
 			spec:    spec{version: 0x0303, ciphers: []uint16{0x1301}, exts: []ext{versions(0x0a0a)}},
 			ja4r:    "t12i010100_1301_002b",
+			ja4ro:   "t12i010100_1301_002b",
+			ja4:     "t12i010100_0f2cb44170f4_b9a491fefe05",
 			version: "1.2",
 		},
 		{
 			name: "empty extensions block",
 			spec: spec{version: 0x0303, ciphers: []uint16{0x1301}},
-			ja4:  "t12i010000_0f2cb44170f4_000000000000", ja4r: "t12i010000_1301_",
-			ja4o: "t12i010000_0f2cb44170f4_000000000000", ja4ro: "t12i010000_1301_",
+			ja4r: "t12i010000_1301_", ja4ro: "t12i010000_1301_",
+			ja4: "t12i010000_0f2cb44170f4_000000000000", ja4o: "t12i010000_0f2cb44170f4_000000000000",
 			version: "1.2",
 		},
 		{
 			name: "TLS 1.0",
 			spec: spec{version: 0x0301, ciphers: []uint16{0x1301}, noExts: true},
-			ja4:  "t10i010000_0f2cb44170f4_000000000000", ja4r: "t10i010000_1301_",
+			ja4r: "t10i010000_1301_", ja4ro: "t10i010000_1301_",
+			ja4:     "t10i010000_0f2cb44170f4_000000000000",
 			version: "1.0",
 		},
 		{
 			name: "SSLv3",
 			spec: spec{version: 0x0300, ciphers: []uint16{0x1301}, noExts: true},
-			ja4:  "ts3i010000_0f2cb44170f4_000000000000", ja4r: "ts3i010000_1301_",
+			ja4r: "ts3i010000_1301_", ja4ro: "ts3i010000_1301_",
+			ja4:     "ts3i010000_0f2cb44170f4_000000000000",
 			version: "ssl3",
 		},
 		{
 			name: "unknown version",
 			spec: spec{version: 0x7f1c, ciphers: []uint16{0x1301}, noExts: true},
-			ja4:  "t00i010000_0f2cb44170f4_000000000000",
+			ja4r: "t00i010000_1301_", ja4ro: "t00i010000_1301_",
+			ja4:     "t00i010000_0f2cb44170f4_000000000000",
+			version: "",
 		},
 		{
 			name: "more than 99 ciphers",
 			spec: spec{version: 0x0303, ciphers: seq(1, 120), noExts: true},
-			ja4:  "t12i990000_0f8860b09f90_000000000000",
+			ja4r: "t12i990000_" + hexList(seq(1, 120)) + "_", ja4ro: "t12i990000_" + hexList(seq(1, 120)) + "_",
+			ja4:     "t12i990000_0f8860b09f90_000000000000",
+			version: "1.2",
 		},
 		{
 			name: "only GREASE",
@@ -178,8 +239,9 @@ func TestFingerprintSynthetic(t *testing.T) {
 				ciphers: []uint16{0x0a0a, 0x1a1a},
 				exts:    []ext{{typ: 0x2a2a}, {typ: 0xfafa, data: []byte{0}}},
 			},
-			ja4: "t12i000000_000000000000_000000000000", ja4r: "t12i000000__",
-			ja4o: "t12i000000_000000000000_000000000000", ja4ro: "t12i000000__",
+			ja4r: "t12i000000__", ja4ro: "t12i000000__",
+			ja4: "t12i000000_000000000000_000000000000", ja4o: "t12i000000_000000000000_000000000000",
+			version: "1.2",
 		},
 		{
 			name: "GREASE ignored everywhere",
@@ -197,15 +259,11 @@ func TestFingerprintSynthetic(t *testing.T) {
 			version: "1.3",
 		},
 		{
-			name: "supported_versions of GREASE only",
-			spec: spec{version: 0x0303, ciphers: []uint16{0x1301}, exts: []ext{versions(0x0a0a)}},
-			ja4:  "t12i010100_0f2cb44170f4_b9a491fefe05",
-		},
-		{
 			name: "SNI and ALPN only: sorted list empty, wire list hashed",
 			spec: spec{version: 0x0303, ciphers: []uint16{0x1301}, exts: []ext{sni("a.example"), alpn("h2")}},
 			ja4:  "t12d0102h2_0f2cb44170f4_000000000000", ja4r: "t12d0102h2_1301_",
-			ja4ro: "t12d0102h2_1301_0000,0010",
+			ja4ro:   "t12d0102h2_1301_0000,0010",
+			version: "1.2",
 		},
 		{
 			name: "QUIC",
@@ -213,10 +271,12 @@ func TestFingerprintSynthetic(t *testing.T) {
 				version: 0x0303, ciphers: []uint16{0x1301},
 				exts: []ext{sni("a.example"), alpn("h3"), versions(0x0304), sigalgs(0x0403)},
 			},
-			quic:  true,
-			ja4:   "q13d0104h3_0f2cb44170f4_3953dc75acc4",
-			ja4ro: "q13d0104h3_1301_0000,0010,002b,000d_0403",
-			ja4o:  "q13d0104h3_0f2cb44170f4_aa4cf9a49251",
+			quic:    true,
+			ja4:     "q13d0104h3_0f2cb44170f4_3953dc75acc4",
+			ja4r:    "q13d0104h3_1301_000d,002b_0403",
+			ja4ro:   "q13d0104h3_1301_0000,0010,002b,000d_0403",
+			ja4o:    "q13d0104h3_0f2cb44170f4_aa4cf9a49251",
+			version: "1.3",
 		},
 	}
 	for _, tt := range tests {
@@ -227,17 +287,34 @@ func TestFingerprintSynthetic(t *testing.T) {
 				t.Fatal(err)
 			}
 			fp := h.Fingerprint(tt.quic)
-			for _, c := range []struct{ field, got, want string }{
-				{"ja4", fp.JA4, tt.ja4}, {"ja4_r", fp.JA4R, tt.ja4r},
-				{"ja4_o", fp.JA4O, tt.ja4o}, {"ja4_ro", fp.JA4RO, tt.ja4ro},
+			checks := []struct{ field, got, want string }{
+				{"ja4_r", fp.JA4R, tt.ja4r}, {"ja4_ro", fp.JA4RO, tt.ja4ro},
+				{"ja4 (hashed ja4_r)", fp.JA4, hashedJA4(tt.ja4r)}, {"ja4_o (hashed ja4_ro)", fp.JA4O, hashedJA4(tt.ja4ro)},
 				{"tls_version", fp.TLSVersion, tt.version},
-			} {
-				if c.want != "" && c.got != c.want {
-					t.Errorf("%s:\n got %s\nwant %s", c.field, c.got, c.want)
+			}
+			if tt.ja4 != "" {
+				checks = append(checks, struct{ field, got, want string }{"ja4", fp.JA4, tt.ja4})
+			}
+			if tt.ja4o != "" {
+				checks = append(checks, struct{ field, got, want string }{"ja4_o", fp.JA4O, tt.ja4o})
+			}
+			for _, c := range checks {
+				if c.got != c.want {
+					t.Errorf("%s:\n got %q\nwant %q", c.field, c.got, c.want)
 				}
 			}
 		})
 	}
+}
+
+// hexList writes vs as JA4's raw lists do: four hex digits each, joined
+// with ",".
+func hexList(vs []uint16) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmt.Sprintf("%04x", v)
+	}
+	return strings.Join(parts, ",")
 }
 
 // TestALPN covers the ALPN rules of the JA4 specification: first and last

@@ -64,6 +64,22 @@ func loadVectors(t testing.TB) []*vector {
 	if len(vs) != 212 {
 		t.Fatalf("read %d vectors, want 212", len(vs))
 	}
+	// checkVector passes over the forms a vector lacks: the raw and
+	// original-order forms of the QUIC hellos and of one TCP hello (see
+	// the README of ../shared/ja4). Make sure that is all it passes over.
+	raw := 0
+	for _, v := range vs {
+		e := v.Expected
+		if e.JA4 == "" || (e.JA4R == "") != (e.JA4O == "") || (e.JA4R == "") != (e.JA4RO == "") {
+			t.Fatalf("%s: partial expectations %+v", v.name(), e)
+		}
+		if e.JA4R != "" {
+			raw++
+		}
+	}
+	if raw != 160 {
+		t.Fatalf("%d vectors with raw forms, want 160", raw)
+	}
 	return vs
 }
 

@@ -19,6 +19,10 @@ var seedLines = []string{
 	`{"time":"2026-12-03T10:32:08.123Z","remote_ip":"203.0.113.7","host":"example.org","method":"GET","path":"/feed.xml","proto":"HTTP/1.1","tls_version":"1.3","sni":"example.org","alpn":"http/1.1","ja4":"t13d1812h1_85036bcba153_375ca2c5e164","hfp":"h104_5a4e1c2d3b6f","hfp_r":"host,user-agent,accept,connection","user_agent":"curl/8.5.0","client_family":"curl","weight":0,"rules":["allow-feeds"],"action":"ALLOW","status":200,"bytes":5120,"duration_ms":1.235}`,
 	`{"time":"2026-12-03T10:32:08.123Z","remote_ip":"2001:db8::/64","proto":"HTTP/2.0","h2fp":"1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p","weight":12,"rules":["a","b"],"action":"CHALLENGE","challenge":{"alg":"pow","bits":16},"status":200,"bytes":3021,"duration_ms":0.25}`,
 	`{"remote_ip":"3f9ac0ffee00112233445566","action":"DENY","weight":-40,"duration_ms":2000}`,
+	`{"time":"2026-12-03T10:32:08.123Z","request_id":"01JF3ZQ7X9T5W8M2K4R6P0B1CD","remote_ip":"2001:db8::1","asn":4294967295,"as_org":"Example \"Net\"","country":"NL","weight":0,"bytes":0,"duration_ms":0}`,
+	`{"asn":0,"as_org":"","country":"","request_id":""}`,
+	`{"asn":-1}`,
+	`{"asn":4294967296}`,
 	`{"user_agent":"\u0000\u2028\ud800<>&\"\\","path":"/\u00e9"}`,
 	`{"time":"0001-01-01T00:00:00.0005Z"}`,
 	`{"time":"9999-12-31T23:59:59.999-01:00"}`,
@@ -113,6 +117,37 @@ func FuzzCounterRead(f *testing.F) {
 		}
 		if got := c.Records() + c.Bad(); got != int64(lines) {
 			t.Fatalf("records %d + bad %d = %d; want the %d non-blank lines", c.Records(), c.Bad(), got, lines)
+		}
+	})
+}
+
+// FuzzAppendJSONString compares the encoder's JSON strings with
+// encoding/json's (HTML escaping on, \b and \f spelled \u0008 and \u000c):
+// a differential check of the word-at-a-time scan.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain words", "12345678<", "1234567\"", "\x00\x1f\x7f\x80\xff", "é\u2028日\U0001F600", "\xf0\x9f\x98", strings.Repeat("ab", 40) + "&"} {
+		f.Add(s)
+	}
+	const prefix, suffix = `{"user_agent":`, `,"weight":0,"bytes":0,"duration_ms":0}`
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > fplog.MaxFieldBytes {
+			return // cut first; the package's tests cover cutting
+		}
+		line := string((&fplog.Record{UserAgent: s}).AppendJSON(nil))
+		if s == "" {
+			return // left out
+		}
+		if !strings.HasPrefix(line, prefix) || !strings.HasSuffix(line, suffix) {
+			t.Fatalf("line %q", line)
+		}
+		got := line[len(prefix) : len(line)-len(suffix)]
+		var buf bytes.Buffer
+		if err := json.NewEncoder(&buf).Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		want := strings.NewReplacer(`\\`, `\\`, `\b`, `\u0008`, `\f`, `\u000c`).Replace(strings.TrimSuffix(buf.String(), "\n"))
+		if got != want {
+			t.Fatalf("%q encoded as %s; encoding/json gives %s", s, got, want)
 		}
 	})
 }
