@@ -89,6 +89,8 @@ type Site struct {
 	Root string `yaml:"root"`
 	// Browse lists directories without an index file (with Root). Default false.
 	Browse bool `yaml:"browse"`
+	// Errors are the site root's error pages, as a route's (see Route).
+	Errors map[int]string `yaml:"errors"`
 	// Compress compresses responses (zstd, br, gzip, as the client accepts)
 	// of compressible types; responses already encoded pass as they are.
 	// Default true.
@@ -128,11 +130,21 @@ type AccessLog struct {
 type Route struct {
 	Path     string    `yaml:"path"`
 	Upstream Upstreams `yaml:"upstream"`
-	// Root serves static files from a directory instead of an upstream; the
-	// route's path prefix is taken off (path /docs/, root /srv/docs: the
-	// request /docs/a.html is /srv/docs/a.html).
+	// Root serves static files from a directory instead of an upstream. The
+	// request's whole path is looked up under it, as nginx's root and
+	// Caddy's file_server do (path /docs/, root /srv/www: the request
+	// /docs/a.html is /srv/www/docs/a.html), unless StripPrefix.
 	Root   string `yaml:"root"`
 	Browse bool   `yaml:"browse"`
+	// StripPrefix takes the route's path off before the lookup, as nginx's
+	// alias does (path /docs/, root /srv/docs: /docs/a.html is
+	// /srv/docs/a.html). Default false.
+	StripPrefix bool `yaml:"strip_prefix"`
+	// Errors names pages under Root answered, with their status, instead of
+	// the plain text of a 400, 403, 404, 405 or 500 (nginx's error_page,
+	// Caddy's handle_errors), e.g. {404: /404.html}. Without it, a
+	// 404.html in Root answers 404s.
+	Errors map[int]string `yaml:"errors"`
 	// BasicAuth asks for a user and password (bcrypt hashes), after the bot
 	// policy has let the request through.
 	BasicAuth *BasicAuth `yaml:"basic_auth"`
@@ -231,12 +243,49 @@ type Timeouts struct {
 // edge and of the upstreams (DESIGN.md, "Request hygiene", the last point).
 // Each has a default a small site can live with.
 type Limits struct {
+	// HeaderBytes caps a request's header section (HTTP/1.1 head, HTTP/2
+	// and HTTP/3 decoded header list); beyond it the answer is 431.
+	// Default 64 KiB.
+	HeaderBytes int `yaml:"header_bytes"`
+	// H2Streams caps the concurrent streams of one HTTP/2 connection (and
+	// the concurrent requests of one HTTP/3 connection). Default 128.
+	H2Streams int `yaml:"h2_streams"`
+	// ConnsPerClient caps the TCP connections one client address (an IPv4
+	// address, an IPv6 /64) holds at once; trusted proxies are exempt.
+	// Default 256: a browser uses a handful, a NAT of an office more.
+	ConnsPerClient int `yaml:"conns_per_client"`
+	// RequestsPerClient caps the requests one client has in flight at once,
+	// over all its connections and protocols; beyond it the answer is 429.
+	// Default 256.
+	RequestsPerClient int `yaml:"requests_per_client"`
 	// UpstreamConns caps the connections to each upstream address; requests
 	// beyond it wait in line for a free one. Default 32.
 	UpstreamConns int `yaml:"upstream_conns"`
 	// UpstreamQueue is how long a request waits for a free upstream
 	// connection before it is answered 503 with Retry-After. Default 10s.
 	UpstreamQueue Duration `yaml:"upstream_queue"`
+	// BodyTimeout and BodyMinRate bound how slowly a request body may
+	// arrive (Apache's mod_reqtimeout body=20,MinRate=500): within
+	// BodyTimeout, extended by a second per BodyMinRate bytes received; a
+	// body that falls behind is answered 408. Defaults 20s and 500 bytes
+	// per second; body_timeout: 0s turns the bound off.
+	BodyTimeout Duration `yaml:"body_timeout"`
+	BodyMinRate int      `yaml:"body_min_rate"`
+	// WriteTimeout bounds each write of a response to the client (nginx's
+	// send_timeout): a client that stops reading is dropped after it.
+	// Default 30s; 0s turns it off. Websockets are not bounded by it.
+	WriteTimeout Duration `yaml:"write_timeout"`
+	// Ranges caps the byte ranges of one Range request; a request with
+	// more is served whole (as Apache's MaxRanges does). Default 100.
+	Ranges int `yaml:"ranges"`
+	// AuthAttempts caps the basic-auth passwords a client may try per
+	// minute (each costs a bcrypt); beyond it the answer is 429. Default 10.
+	AuthAttempts int `yaml:"auth_attempts"`
+	// QUICHandshakes is the number of QUIC handshakes in progress beyond
+	// which new clients must first prove their address (a Retry packet,
+	// RFC 9000, section 8.1.2); at 16 times as many, new ones are refused.
+	// Default 64.
+	QUICHandshakes int `yaml:"quic_handshakes"`
 }
 
 // Duration is a time.Duration written as "10s" in YAML.
@@ -264,7 +313,20 @@ func DefaultConfig() Config {
 			Drain:        Duration(30 * time.Second),
 			FailPause:    Duration(10 * time.Second),
 		},
-		Limits: Limits{UpstreamConns: 32, UpstreamQueue: Duration(10 * time.Second)},
+		Limits: Limits{
+			HeaderBytes:       64 << 10,
+			H2Streams:         128,
+			ConnsPerClient:    256,
+			RequestsPerClient: 256,
+			UpstreamConns:     32,
+			UpstreamQueue:     Duration(10 * time.Second),
+			BodyTimeout:       Duration(20 * time.Second),
+			BodyMinRate:       500,
+			WriteTimeout:      Duration(30 * time.Second),
+			Ranges:            100,
+			AuthAttempts:      10,
+			QUICHandshakes:    64,
+		},
 	}
 }
 

@@ -52,6 +52,8 @@ type Env struct {
 	metrics  *metrics
 	ids      *requestIDs
 	access   *accessLogs
+	inflight *clientCounter // requests in flight per client (limits.requests_per_client)
+	bcrypt   chan struct{}  // bcrypt comparisons running at once
 }
 
 // resolve fills the zero fields of a copy of e with private defaults, and

@@ -5,9 +5,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -161,27 +163,59 @@ func newBasicAuth(a *BasicAuth) *basicAuth {
 	return b
 }
 
-// check reports whether r carries a valid user and password.
-func (b *basicAuth) check(r *http.Request) bool {
+// authResult is what checkAuth found.
+type authResult uint8
+
+const (
+	authOK      authResult = iota
+	authFailed             // no credentials or wrong ones: 401
+	authLimited            // too many attempts from this client: 429
+	authBusy               // every bcrypt slot taken for too long: 503
+)
+
+// newBcryptSlots bounds the bcrypt comparisons running at once to half the
+// CPUs (at least one), so that a flood of wrong passwords never takes more
+// than that share of the machine.
+func newBcryptSlots() chan struct{} { return make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)) }
+
+// bcryptQueue is how long a password check waits for a bcrypt slot.
+const bcryptQueue = 2 * time.Second
+
+// checkAuth checks r's Basic credentials against the route's users. A pair
+// verified before is remembered (no bcrypt); any other attempt costs one of
+// the client's limits.auth_attempts per minute, then waits for a bcrypt
+// slot.
+func (h *Handler) checkAuth(r *http.Request, st *reqState, b *basicAuth) authResult {
 	user, pass, ok := r.BasicAuth()
 	if !ok {
-		return false
+		return authFailed
 	}
-	hash, known := b.users[user]
 	key := sha256.Sum256([]byte(user + "\x00" + pass))
 	b.mu.Lock()
 	cached := b.ok[key]
 	b.mu.Unlock()
 	if cached {
-		return true
+		return authOK
 	}
-	if !known {
-		// Spend the same time as for a known user, so names cannot be probed.
-		_ = bcrypt.CompareHashAndPassword(b.dummy, []byte(pass))
-		return false
+	n := h.cfg.Limits.AuthAttempts
+	allowed, _, err := h.env.Store.Take(r.Context(), "auth:"+clientKey(st.client).String(), float64(n)/60, n)
+	if err == nil && !allowed {
+		return authLimited
 	}
-	if bcrypt.CompareHashAndPassword(hash, []byte(pass)) != nil {
-		return false
+	t := time.NewTimer(bcryptQueue)
+	select {
+	case h.env.bcrypt <- struct{}{}:
+		t.Stop()
+	case <-t.C:
+		return authBusy
+	case <-r.Context().Done():
+		t.Stop()
+		return authBusy
+	}
+	good := b.compare(user, pass)
+	<-h.env.bcrypt
+	if !good {
+		return authFailed
 	}
 	b.mu.Lock()
 	if len(b.ok) >= maxAuthCache {
@@ -189,7 +223,18 @@ func (b *basicAuth) check(r *http.Request) bool {
 	}
 	b.ok[key] = true
 	b.mu.Unlock()
-	return true
+	return authOK
+}
+
+// compare runs bcrypt for user and pass; an unknown user costs the same
+// time as a known one, so names cannot be probed.
+func (b *basicAuth) compare(user, pass string) bool {
+	hash, known := b.users[user]
+	if !known {
+		_ = bcrypt.CompareHashAndPassword(b.dummy, []byte(pass))
+		return false
+	}
+	return bcrypt.CompareHashAndPassword(hash, []byte(pass)) == nil
 }
 
 func (b *basicAuth) challenge(w http.ResponseWriter) {

@@ -42,6 +42,12 @@ func NewHandler(cfg Config, env Env) (*Handler, error) {
 		return nil, err
 	}
 	env, own, err := env.resolve()
+	if env.inflight == nil {
+		env.inflight = newClientCounter(cfg.Limits.RequestsPerClient)
+	}
+	if env.bcrypt == nil {
+		env.bcrypt = newBcryptSlots()
+	}
 	h := &Handler{cfg: cfg, env: env, own: own}
 	if err != nil {
 		h.Close()
@@ -103,9 +109,19 @@ func (h *Handler) Close() {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.newState(r)
 	rec := &recorder{ResponseWriter: w}
+	if wt := h.cfg.Limits.WriteTimeout.D(); wt > 0 && r.Header.Get("Upgrade") == "" {
+		rec.rc, rec.writeTimeout = http.NewResponseController(w), wt
+		_ = rec.rc.SetWriteDeadline(time.Time{}) // none left from the connection's last request
+	}
 	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
 	defer h.finish(st, rec, r)
 
+	if !h.env.inflight.acquire(st.client) {
+		st.action = fplog.ActionRate
+		h.limited(rec, st, "requests_per_client", http.StatusTooManyRequests)
+		return
+	}
+	defer h.env.inflight.release(st.client)
 	if !h.clean(rec, r, st) {
 		return
 	}
@@ -140,7 +156,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authentication (which comes after the bot policy).
 func (h *Handler) forward(w *recorder, r *http.Request, st *reqState) {
 	if a := st.route.auth; a != nil {
-		if !a.check(r) {
+		switch h.checkAuth(r, st, a) {
+		case authLimited:
+			h.limited(w, st, "auth_attempts", http.StatusTooManyRequests)
+			return
+		case authBusy:
+			h.limited(w, st, "auth_busy", http.StatusServiceUnavailable)
+			return
+		case authFailed:
 			a.challenge(w)
 			return
 		}
@@ -149,6 +172,7 @@ func (h *Handler) forward(w *recorder, r *http.Request, st *reqState) {
 	if st.site.maxBody > 0 && r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, st.site.maxBody)
 	}
+	h.limitBody(w, r, st)
 	if st.site.compress {
 		h.compressed.ServeHTTP(w, r)
 		return
@@ -166,21 +190,14 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request) {
 	h.proxy.ServeHTTP(w, r)
 }
 
-// serveStatic answers from the route's root, its path prefix taken off.
-// Response rules and security headers apply as to an upstream's answer.
+// serveStatic answers from the route's root (static takes the route's
+// prefix off when strip_prefix says so). Response rules and security
+// headers apply as to an upstream's answer.
 func (h *Handler) serveStatic(w http.ResponseWriter, r *http.Request, st *reqState) {
 	hdr := w.Header()
 	securityHeaders(st.site, hdr)
 	for i := range st.route.respOps {
 		st.route.respOps[i].apply(hdr)
-	}
-	if p := st.route.prefix; p != "" {
-		r2 := *r
-		u := *r.URL
-		u.Path = "/" + strings.TrimPrefix(r.URL.Path, p)
-		u.RawPath = ""
-		r2.URL = &u
-		r = &r2
 	}
 	st.route.static.ServeHTTP(w, r)
 }
@@ -263,6 +280,14 @@ func (h *Handler) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 	h.challenger.Error(w, r, status, st.id, reason)
 }
 
+// limited answers a request that went past one of the limits, counted by
+// its name.
+func (h *Handler) limited(w http.ResponseWriter, st *reqState, limit string, status int) {
+	h.env.metrics.limited.WithLabelValues(limit).Inc()
+	w.Header().Set("Retry-After", "1")
+	plainError(w, st, status, limit)
+}
+
 // plainError answers without a site: a short text naming reason and id.
 func plainError(w http.ResponseWriter, st *reqState, status int, reason string) {
 	hdr := w.Header()
@@ -283,6 +308,18 @@ func plainText(reason string) string {
 		return "The request's path cannot be read: it leaves the site's root or is not encoded correctly."
 	case "bad_request":
 		return "The request is not well formed."
+	case "bad_request_body":
+		return "The request's body could not be read: it is not encoded correctly."
+	case "body_too_slow":
+		return "The request's body arrived too slowly."
+	case "body_too_large":
+		return "The request's body is larger than this site accepts."
+	case "requests_per_client":
+		return "Too many requests from your address are in progress at once."
+	case "auth_attempts":
+		return "Too many password attempts from your address. Wait a minute."
+	case "auth_busy":
+		return "The server is busy checking passwords. Try again in a moment."
 	}
 	return "The request was refused."
 }

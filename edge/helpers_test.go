@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // newTestHandler builds a Handler from a configuration's sites (YAML),
@@ -166,3 +169,60 @@ func waitFor(t testing.TB, d time.Duration, cond func() bool) bool {
 }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+// h2Client writes raw HTTP/2 frames on a TLS connection (the attacks
+// net/http's client would never send) and reads and drops what the server
+// sends, so that the server is never blocked on a full socket.
+type h2Client struct {
+	*http2.Framer
+	mu  sync.Mutex
+	buf bytes.Buffer
+	enc *hpack.Encoder
+}
+
+func newH2Client(t testing.TB, c net.Conn) *h2Client {
+	t.Helper()
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	h := &h2Client{Framer: http2.NewFramer(c, c)}
+	h.enc = hpack.NewEncoder(&h.buf)
+	if err := h.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			f, err := h.ReadFrame()
+			if err != nil {
+				return
+			}
+			if sf, ok := f.(*http2.SettingsFrame); ok && !sf.IsAck() {
+				h.mu.Lock()
+				_ = h.WriteSettingsAck()
+				h.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-done })
+	return h
+}
+
+// headers sends a request's HEADERS frame on stream id.
+func (h *h2Client) headers(id uint32, method, path string, endStream bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.buf.Reset()
+	for _, f := range [][2]string{{":method", method}, {":scheme", "https"}, {":authority", "localhost"}, {":path", path}, {"user-agent", "curl/8.5.0"}} {
+		_ = h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	_ = h.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.buf.Bytes(), EndStream: endStream, EndHeaders: true})
+}
+
+// WriteRSTStream resets a stream (under the writer's lock).
+func (h *h2Client) WriteRSTStream(id uint32, code http2.ErrCode) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Framer.WriteRSTStream(id, code)
+}

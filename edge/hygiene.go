@@ -15,9 +15,6 @@ import (
 // shallow copy). It answers and reports false when the request cannot be
 // served.
 func (h *Handler) clean(w http.ResponseWriter, r *http.Request, st *reqState) bool {
-	if r.TLS == nil {
-		r.TLS = tlsStateFrom(r.Context()) // HTTP/1 requests, as HTTP/2 ones have it
-	}
 	if !normalizeURL(r) {
 		st.action = fplog.ActionDeny
 		plainError(w, st, http.StatusBadRequest, "bad_path")

@@ -21,6 +21,7 @@ type metrics struct {
 	upErrors     *prometheus.CounterVec   // site, reason
 	clientErrors *prometheus.CounterVec   // site, reason: requests the client spoiled (bad body, too large)
 	handshakes   *prometheus.CounterVec   // result (ok|failed|plain_http), proto (tcp|quic)
+	limited      *prometheus.CounterVec   // limit: requests and connections refused by a limits: bound
 }
 
 // newMetrics registers the series; certStatus, if not nil, reports the
@@ -52,7 +53,10 @@ func newMetrics(certStatus func() []certs.NameStatus) *metrics {
 	}, []string{"result", "transport"})
 	certExpiry := prometheus.NewDesc("maat_certificate_expiry_timestamp_seconds",
 		"Expiry of the certificate in use, per configured name.", []string{"name"}, nil)
-	m.reg.MustRegister(m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "maat_limited_total", Help: "Requests and connections refused by a limit, by the limit's name.",
+	}, []string{"limit"})
+	m.reg.MustRegister(m.limited, m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectorFunc{desc: certExpiry, collect: func(ch chan<- prometheus.Metric) {
 			if certStatus == nil {

@@ -13,21 +13,28 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/maatproxy/maat/static"
 )
 
 // newTransport returns the upstream transport: pooled connections sized for
 // a proxy's concurrency (Go's default of 2 idle connections per host costs a
 // third of the throughput), plain HTTP/1.1, no transparent decompression.
-// Connections per address are capped by the route's pool (see
-// pool.acquire), which queues requests beyond the cap.
+// Exchanges per address are capped by connSlots, which queue requests
+// beyond the cap.
 func newTransport(cfg *Config) *http.Transport {
 	t := cfg.Timeouts
 	d := &net.Dialer{Timeout: t.UpstreamDial.D(), KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		Proxy:                  nil, // never an environment proxy between the edge and its upstream
-		DialContext:            d.DialContext,
-		MaxIdleConns:           4096,
-		MaxIdleConnsPerHost:    cfg.Limits.UpstreamConns,
+		Proxy:               nil, // never an environment proxy between the edge and its upstream
+		DialContext:         d.DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: cfg.Limits.UpstreamConns,
+		// The slots bound exchanges; this bounds connections, dials in
+		// progress included: a request reset while its dial is under way
+		// leaves that dial to finish into the idle pool, and without this
+		// cap a flood of resets would dial on and on.
+		MaxConnsPerHost:        cfg.Limits.UpstreamConns,
 		IdleConnTimeout:        90 * time.Second,
 		ResponseHeaderTimeout:  t.UpstreamHeader.D(),
 		ExpectContinueTimeout:  time.Second,
@@ -90,6 +97,11 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	}
 	for i := range st.route.reqOps {
 		st.route.reqOps[i].apply(hdr)
+	}
+	// More byte ranges than limits.ranges (or overlapping ones): the
+	// upstream answers the whole response, as Apache does past MaxRanges.
+	if _, ok := hdr["Range"]; ok && static.LimitRanges(hdr, h.cfg.Limits.Ranges) {
+		h.env.metrics.limited.WithLabelValues("ranges").Inc()
 	}
 	if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
 		pr.Out.Body = &clientBody{ReadCloser: pr.Out.Body, st: st}
@@ -273,6 +285,9 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		st.clientErr = err
 		h.clientError(w, r, st, http.StatusRequestEntityTooLarge, "body_too_large")
 		return
+	case errors.Is(st.clientErr, errBodyTooSlow):
+		h.clientError(w, r, st, http.StatusRequestTimeout, "body_too_slow")
+		return
 	case r.Context().Err() != nil || errors.Is(err, context.Canceled) || clientLeft(st.clientErr):
 		st.status = 499 // the client went away; nobody reads the answer
 		st.clientErr = errClientGone
@@ -305,7 +320,10 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 // client's, not the upstream's.
 func (h *Handler) clientError(w http.ResponseWriter, r *http.Request, st *reqState, status int, reason string) {
 	h.env.metrics.clientErrors.WithLabelValues(st.siteName(), reason).Inc()
-	h.challenger.Error(w, r, status, st.id, reason)
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close") // what is left of the body is not read
+	}
+	plainError(w, st, status, reason)
 }
 
 // clientLeft reports whether reading the client's body failed because the

@@ -1,8 +1,6 @@
 package edge
 
 import (
-	"context"
-	"crypto/tls"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -61,6 +59,13 @@ func (h *Handler) newState(r *http.Request) *reqState {
 	st.peer = peerAddr(r.RemoteAddr)
 	st.peerTrusted = h.trusted.contains(st.peer)
 	st.client = h.trusted.clientAddr(st.peer, r.Header["X-Forwarded-For"])
+	if st.peerTrusted {
+		// A trusted proxy in front named the request already: keep its ID,
+		// so one request has one ID in every log.
+		if id := r.Header.Get("X-Request-Id"); validRequestID(id) {
+			st.id = id
+		}
+	}
 	st.tls = tlsfp.FromContext(r.Context())
 	if st.tls != nil {
 		st.ja4 = st.tls.JA4
@@ -73,18 +78,18 @@ func (h *Handler) newState(r *http.Request) *reqState {
 	return st
 }
 
-// tlsStateKey carries a connection's *tls.ConnectionState in its context,
-// for HTTP/1 requests: net/http fills Request.TLS only when it holds the
-// *tls.Conn itself, and ours reaches it wrapped by the header capture.
-type tlsStateKey struct{}
-
-func withTLSState(ctx context.Context, cs *tls.ConnectionState) context.Context {
-	return context.WithValue(ctx, tlsStateKey{}, cs)
-}
-
-func tlsStateFrom(ctx context.Context) *tls.ConnectionState {
-	cs, _ := ctx.Value(tlsStateKey{}).(*tls.ConnectionState)
-	return cs
+// validRequestID accepts the request IDs proxies send: 1 to 128 printable
+// ASCII characters without spaces or quotes.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // recorder remembers the status and size of a response. It unwraps for
@@ -94,6 +99,10 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// With writeTimeout set, each write must finish within it
+	// (limits.write_timeout): a client that stops reading is dropped.
+	rc           *http.ResponseController
+	writeTimeout time.Duration
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -107,12 +116,20 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
+	if r.rc != nil {
+		_ = r.rc.SetWriteDeadline(time.Now().Add(r.writeTimeout))
+	}
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)
 	return n, err
 }
 
-func (r *recorder) Flush() { _ = http.NewResponseController(r.ResponseWriter).Flush() }
+func (r *recorder) Flush() {
+	if r.rc != nil {
+		_ = r.rc.SetWriteDeadline(time.Now().Add(r.writeTimeout))
+	}
+	_ = http.NewResponseController(r.ResponseWriter).Flush()
+}
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
@@ -126,7 +143,7 @@ func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
 	h.env.metrics.requests.WithLabelValues(st.siteName(), st.action, protoLabel(r.ProtoMajor)).Inc()
 	if st.site != nil && st.site.access != nil {
 		st.site.access.Write(&fplog.AccessRecord{
-			Time: st.start, RemoteIP: st.client, User: st.user, Method: r.Method, URI: r.RequestURI,
+			Time: st.start, RequestID: st.id, RemoteIP: st.client, User: st.user, Method: r.Method, URI: r.RequestURI,
 			Proto: r.Proto, Status: status, Bytes: rec.bytes, Referer: r.Referer(), UserAgent: r.UserAgent(),
 			Host: r.Host, Duration: time.Since(st.start),
 		})
@@ -136,6 +153,7 @@ func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
 	}
 	line := fplog.Record{
 		Time:      st.start,
+		RequestID: st.id,
 		RemoteIP:  st.client,
 		Host:      r.Host,
 		Method:    r.Method,

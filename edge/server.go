@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 
@@ -57,6 +58,11 @@ type Server struct {
 	hsCancel context.CancelFunc
 	started  atomic.Bool
 	stopping atomic.Bool
+
+	conns1  *clientCounter // TCP connections per client (limits.conns_per_client)
+	trusted trustedProxies // exempt from conns1
+	quicHS  atomic.Int64   // QUIC handshakes in progress
+	quicTr  *quic.Transport
 
 	mu           sync.Mutex // guards the fields below
 	listeners    []net.Listener
@@ -122,6 +128,12 @@ func New(cfg Config, log *slog.Logger) (s *Server, err error) {
 	s.env.access = &accessLogs{secret: s.env.Secret}
 	undo = append(undo, s.env.access.close)
 	s.env.ids = newRequestIDs()
+	s.env.inflight = newClientCounter(cfg.Limits.RequestsPerClient)
+	s.env.bcrypt = newBcryptSlots()
+	s.conns1 = newClientCounter(cfg.Limits.ConnsPerClient)
+	for _, p := range cfg.TrustedProxies {
+		s.trusted = append(s.trusted, netipPrefix(p))
+	}
 
 	cc := certsConfig(&cfg)
 	cc.OnEvent = s.certEvent
@@ -150,12 +162,12 @@ func New(cfg Config, log *slog.Logger) (s *Server, err error) {
 		Handler:           httpfp.Handler(http.HandlerFunc(s.serveTCP)), // outermost: pairs before anything edits headers
 		ReadHeaderTimeout: t.ReadHeader.D(),
 		IdleTimeout:       t.Idle.D(),
-		MaxHeaderBytes:    1 << 20,
+		MaxHeaderBytes:    cfg.Limits.HeaderBytes, // HTTP/2's header list too (ConfigureServer)
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ConnContext:       connContext,
 		ConnState:         s.connState,
 	}
-	s.h2 = &http2.Server{IdleTimeout: t.Idle.D(), MaxConcurrentStreams: 250}
+	s.h2 = &http2.Server{IdleTimeout: t.Idle.D(), MaxConcurrentStreams: uint32(cfg.Limits.H2Streams)}
 	if err := http2.ConfigureServer(s.h1, s.h2); err != nil { // graceful GOAWAY on Shutdown
 		h.Close()
 		return nil, fmt.Errorf("edge: http2: %w", err)
@@ -421,6 +433,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	if s.h3 != nil {
 		_ = s.h3.Close()
+		_ = s.quicTr.Close()
 	}
 	if s.adm != nil {
 		_ = s.adm.Close()

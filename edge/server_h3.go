@@ -2,9 +2,11 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/tlsfp"
@@ -20,38 +22,46 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 		return fmt.Errorf("edge: listen http3 (udp): %w", err)
 	}
 	s.udp = udp
+	limit := int64(s.base.Limits.QUICHandshakes)
 	tr := &quic.Transport{
-		Conn: udp,
-		ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-			return tlsfp.NewContext(ctx, tlsfp.NewCapture()), nil
-		},
+		Conn:        udp,
+		ConnContext: s.quicConnContext,
+		// Handshakes piling up (a flood of Initials from spoofed addresses):
+		// new clients first prove their address with a Retry round trip.
+		VerifySourceAddress: func(net.Addr) bool { return s.quicHS.Load() >= limit },
 	}
+	s.quicTr = tr
 	base := s.tlsConf.Clone()
 	base.GetConfigForClient = tlsfp.GetConfigForClient(base.GetConfigForClient)
 	tlsConf := http3.ConfigureTLSConfig(base)
 	qconf := &quic.Config{
 		HandshakeIdleTimeout: s.base.Timeouts.Handshake.D(),
 		MaxIdleTimeout:       s.base.Timeouts.Idle.D(),
+		MaxIncomingStreams:   int64(s.base.Limits.H2Streams),
 		Allow0RTT:            false, // replayable requests would bypass the single-use marks
 		// The qlog tracer is quic-go's only view of the decoded QPACK
 		// fields in wire order: httpfp keeps the HEADERS, drops the rest.
 		// Built per connection, so that it follows a reloaded
 		// fingerprints.ja4h as TCP connections do.
 		Tracer: func(ctx context.Context, isClient bool, id quic.ConnectionID) qlogwriter.Trace {
-			cfg := httpfp.Config{JA4H: s.handler.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: 1 << 20}
+			cfg := httpfp.Config{JA4H: s.handler.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: s.base.Limits.HeaderBytes}
 			return httpfp.H3Tracer(cfg, nil)(ctx, isClient, id)
 		},
 	}
-	ln, err := tr.ListenEarly(tlsConf, qconf)
+	ln, err := tr.Listen(tlsConf, qconf) // not early: an accepted connection has finished its handshake
 	if err != nil {
 		_ = udp.Close()
 		return fmt.Errorf("edge: http3: %w", err)
 	}
 	s.h3 = &http3.Server{
 		Handler:        httpfp.Handler(http.HandlerFunc(s.serveH3)),
-		MaxHeaderBytes: 1 << 20,
+		MaxHeaderBytes: s.base.Limits.HeaderBytes,
 		IdleTimeout:    s.base.Timeouts.Idle.D(),
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
+			if hs, ok := ctx.Value(quicHandshakeKey{}).(*quicHandshake); ok && hs.done.CompareAndSwap(false, true) {
+				s.quicHS.Add(-1)
+				s.metrics.handshakes.WithLabelValues("ok", "quic").Inc()
+			}
 			return httpfp.NewH3Context(ctx, c) // the tlsfp Capture is in ctx already
 		},
 	}
@@ -62,3 +72,35 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 
 // serveH3 is the handler for HTTP/3.
 func (s *Server) serveH3(w http.ResponseWriter, r *http.Request) { s.handler.Load().ServeHTTP(w, r) }
+
+// errQUICBusy refuses a QUIC connection while too many handshakes are in
+// progress.
+var errQUICBusy = errors.New("edge: too many QUIC handshakes in progress")
+
+// quicHandshake marks a QUIC connection's handshake as counted in
+// Server.quicHS until it ends: accepted by HTTP/3, or failed.
+type quicHandshake struct{ done atomic.Bool }
+
+type quicHandshakeKey struct{}
+
+// quicConnContext starts a QUIC connection: it counts the handshake in
+// progress (refusing it beyond 16 times limits.quic_handshakes) and
+// prepares the ClientHello capture for JA4.
+func (s *Server) quicConnContext(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+	if s.quicHS.Load() >= 16*int64(s.base.Limits.QUICHandshakes) {
+		s.metrics.limited.WithLabelValues("quic_handshakes").Inc()
+		return nil, errQUICBusy
+	}
+	s.quicHS.Add(1)
+	hs := &quicHandshake{}
+	// The context ends when the connection closes or its handshake fails;
+	// a handshake that never reached HTTP/3 counts as failed.
+	context.AfterFunc(ctx, func() {
+		if hs.done.CompareAndSwap(false, true) {
+			s.quicHS.Add(-1)
+			s.metrics.handshakes.WithLabelValues("failed", "quic").Inc()
+		}
+	})
+	ctx = context.WithValue(ctx, quicHandshakeKey{}, hs)
+	return tlsfp.NewContext(ctx, tlsfp.NewCapture()), nil
+}

@@ -77,8 +77,20 @@ func (s *Server) acceptTLS(ln net.Listener) {
 }
 
 // handleTLS runs the handshake and hands the connection to HTTP/2 (served
-// here, until it ends) or HTTP/1 (served by the http.Server).
+// here, until it ends) or HTTP/1 (served by the http.Server). A client
+// already holding limits.conns_per_client connections is hung up on; the
+// address is read here, not in the accept loop, because behind a balancer
+// it comes from the PROXY header.
 func (s *Server) handleTLS(c net.Conn) {
+	peer := addrOf(c.RemoteAddr())
+	if !s.trusted.contains(peer) {
+		if !s.conns1.acquire(peer) {
+			s.metrics.limited.WithLabelValues("conns_per_client").Inc()
+			_ = c.Close()
+			return
+		}
+		c = &countedConn{Conn: c, release: func() { s.conns1.release(peer) }}
+	}
 	rc := &recordingConn{Conn: c}
 	tc := tls.Server(rc, s.tlsConf)
 	ctx, cancel := context.WithTimeout(s.hsCtx, s.base.Timeouts.Handshake.D())
@@ -159,6 +171,32 @@ func (s *Server) helloError(remote net.Addr, err error) {
 		slog.String("remote", remote.String()), slog.String("error", err.Error()))
 }
 
+// countedConn releases its client's connection count once, when it is
+// closed (by whichever server holds it then).
+type countedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// NetConn returns the connection underneath, for tlsfp.ConnOf.
+func (c *countedConn) NetConn() net.Conn { return c.Conn }
+
+// addrOf is the IP address of a net.Addr.
+func addrOf(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(ta.IP)
+		return ip.Unmap()
+	}
+	return peerAddr(a.String())
+}
+
 // proxyError logs a connection whose PROXY protocol header could not be
 // read, once.
 func (s *Server) proxyError(remote net.Addr, err error) {
@@ -169,9 +207,9 @@ func (s *Server) proxyError(remote net.Addr, err error) {
 
 // connContext puts a connection's fingerprints in its context: the TLS
 // hello's (tlsfp, found under the httpfp tap) and the header capture
-// (httpfp), and for HTTP/1 the TLS connection state, which net/http cannot
-// see through the tap. It is http.Server.ConnContext for HTTP/1 and the base
-// of each HTTP/2 connection's context.
+// (httpfp, whose Handler also gives HTTP/1 requests their r.TLS). It is
+// http.Server.ConnContext for HTTP/1 and the base of each HTTP/2
+// connection's context.
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	hc, ok := c.(*httpfp.Conn)
 	if !ok {
@@ -179,10 +217,6 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	}
 	if fc := tlsfp.ConnOf(hc); fc != nil {
 		ctx = tlsfp.NewContext(ctx, fc)
-	}
-	if hc.Proto() == httpfp.H1 {
-		cs := hc.ConnectionState()
-		ctx = withTLSState(ctx, &cs)
 	}
 	return httpfp.NewContext(ctx, hc)
 }

@@ -62,7 +62,7 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 			rt := &route{prefix: r.Path, pool: newPool(r.Upstream, pause, slots),
 				auth: newBasicAuth(r.BasicAuth), reqOps: opsList(sc.Headers.Request, r.Headers.Request),
 				respOps: opsList(sc.Headers.Response, r.Headers.Response)}
-			if err := rt.setRoot(r.Root, r.Browse); err != nil {
+			if err := rt.setRoot(cfg, r.Root, r.Browse, r.StripPrefix, r.Errors); err != nil {
 				return nil, err
 			}
 			s.routes = append(s.routes, rt)
@@ -71,7 +71,7 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 		sortRoutes(s.routes)
 		def := &route{pool: newPool(sc.Upstream, pause, slots),
 			reqOps: opsList(sc.Headers.Request), respOps: opsList(sc.Headers.Response)}
-		if err := def.setRoot(sc.Root, sc.Browse); err != nil {
+		if err := def.setRoot(cfg, sc.Root, sc.Browse, false, sc.Errors); err != nil {
 			return nil, err
 		}
 		s.routes = append(s.routes, def)
@@ -91,16 +91,26 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 }
 
 // setRoot makes the route serve static files from root, if set.
-func (r *route) setRoot(root string, browse bool) error {
+func (r *route) setRoot(cfg *Config, root string, browse, strip bool, errors map[int]string) error {
 	if root == "" {
 		return nil
 	}
-	h, err := static.New(static.Config{Root: root, Listing: browse, Precompressed: true})
+	sc := staticConfig(cfg, r.prefix, root, browse, strip, errors)
+	h, err := static.New(sc)
 	if err != nil {
 		return fmt.Errorf("edge: static root: %w", err)
 	}
 	r.static = h
 	return nil
+}
+
+// staticConfig is the static.Config of a root.
+func staticConfig(cfg *Config, prefix, root string, browse, strip bool, errors map[int]string) static.Config {
+	sc := static.Config{Root: root, Listing: browse, Precompressed: true, ErrorPages: errors, MaxRanges: cfg.Limits.Ranges}
+	if strip {
+		sc.StripPrefix = prefix
+	}
+	return sc
 }
 
 // opsList compiles header rules to apply in order (the site's, then the

@@ -37,7 +37,15 @@ func TestStaticRoutes(t *testing.T) {
 	must(os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("outside"), 0o644))
 	must(os.Symlink(filepath.Join(dir, "secret.txt"), filepath.Join(root, "escape.txt")))
 
-	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", security_headers: true, routes: [{path: /docs/, root: "+root+"}]}]\n")
+	// /docs/ strips its prefix (nginx alias); /site/ looks the whole path
+	// up under its root (nginx root, the default) and has a 404 page.
+	www := filepath.Join(dir, "www")
+	must(os.MkdirAll(filepath.Join(www, "site"), 0o755))
+	must(os.WriteFile(filepath.Join(www, "site", "a.txt"), []byte("whole path"), 0o644))
+	must(os.WriteFile(filepath.Join(www, "missing.html"), []byte("<h1>not here</h1>"), 0o644))
+	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", security_headers: true, routes: ["+
+		"{path: /docs/, root: "+root+", strip_prefix: true},"+
+		"{path: /site/, root: "+www+", errors: {404: /missing.html}}]}]\n")
 	c := e.client(t, "h2")
 	do := func(path string, hdr ...string) (*http.Response, []byte) {
 		t.Helper()
@@ -88,6 +96,13 @@ func TestStaticRoutes(t *testing.T) {
 			tt.upstream != "" && !strings.Contains(string(body), "Path="+tt.upstream+"\n") {
 			t.Errorf("%s: %d %q, want %d from the upstream's %q", tt.path, res.StatusCode, body, tt.status, tt.upstream)
 		}
+	}
+	if res, body := do("/site/a.txt"); res.StatusCode != 200 || string(body) != "whole path" {
+		t.Errorf("a root that keeps the prefix: %d %q", res.StatusCode, body)
+	}
+	if res, body := do("/site/nothing"); res.StatusCode != 404 || string(body) != "<h1>not here</h1>" ||
+		!strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("the error page: %d %q %q", res.StatusCode, body, res.Header.Get("Content-Type"))
 	}
 	if res, body := do("/other"); res.StatusCode != 200 || !strings.Contains(string(body), "Path=/other") {
 		t.Errorf("the upstream route: %d %q", res.StatusCode, body)

@@ -121,7 +121,7 @@ func (c *Config) validateSites(p *problems) {
 				seen[n] = i + 1
 			}
 		}
-		checkTarget(p, key, s.Upstream, s.Root)
+		checkTarget(p, key, s.Upstream, s.Root, staticConfig(c, "", s.Root, s.Browse, false, s.Errors))
 		if s.MaxBodyBytes < 0 {
 			p.add(key+".max_body_bytes", "must not be negative")
 		}
@@ -171,7 +171,10 @@ func (c *Config) validateRoute(p *problems, key string, r *Route) {
 	if strings.HasPrefix(r.Path, "/.maat/") {
 		p.add(key+".path", "/.maat/ belongs to the edge")
 	}
-	checkTarget(p, key, r.Upstream, r.Root)
+	checkTarget(p, key, r.Upstream, r.Root, staticConfig(c, r.Path, r.Root, r.Browse, r.StripPrefix, r.Errors))
+	if r.Root == "" && (r.StripPrefix || len(r.Errors) > 0) {
+		p.add(key, "strip_prefix and errors need a root")
+	}
 }
 
 func checkRedirects(p *problems, key string, rs []Redirect) {
@@ -245,16 +248,30 @@ func (c *Config) validateTimeouts(p *problems) {
 }
 
 func (c *Config) validateLimits(p *problems) {
-	if c.Limits.UpstreamConns < 1 {
-		p.add("limits.upstream_conns", "must be at least 1")
+	l := c.Limits
+	for _, n := range []struct {
+		key      string
+		v, least int
+	}{
+		{"header_bytes", l.HeaderBytes, 4 << 10}, {"h2_streams", l.H2Streams, 1}, {"conns_per_client", l.ConnsPerClient, 1},
+		{"requests_per_client", l.RequestsPerClient, 1}, {"upstream_conns", l.UpstreamConns, 1},
+		{"body_min_rate", l.BodyMinRate, 1}, {"ranges", l.Ranges, 1}, {"auth_attempts", l.AuthAttempts, 1},
+		{"quic_handshakes", l.QUICHandshakes, 1},
+	} {
+		if n.v < n.least {
+			p.add("limits."+n.key, "must be at least %d", n.least)
+		}
 	}
-	if c.Limits.UpstreamQueue <= 0 {
+	if l.UpstreamQueue <= 0 {
 		p.add("limits.upstream_queue", "must be positive")
+	}
+	if l.BodyTimeout < 0 || l.WriteTimeout < 0 {
+		p.add("limits", "body_timeout and write_timeout must not be negative")
 	}
 }
 
 // checkTarget: an upstream or a static root, exactly one.
-func checkTarget(p *problems, key string, up Upstreams, root string) {
+func checkTarget(p *problems, key string, up Upstreams, root string, sc static.Config) {
 	hasUp := len(up) > 0 && up[0] != nil
 	switch {
 	case hasUp && root != "":
@@ -262,7 +279,6 @@ func checkTarget(p *problems, key string, up Upstreams, root string) {
 	case !hasUp && root == "":
 		p.add(key+".upstream", "an upstream URL (or a root directory of static files) is needed")
 	case root != "":
-		sc := static.Config{Root: root}
 		p.leaf(key+".root", sc.Validate())
 	}
 }

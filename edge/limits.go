@@ -1,0 +1,121 @@
+package edge
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+)
+
+// Bounds on what a client holds of the edge while it sends a body or reads
+// a response (DESIGN.md, "Request hygiene", the last point).
+
+// errBodyTooSlow marks a request body that did not arrive at
+// limits.body_min_rate.
+var errBodyTooSlow = errors.New("edge: request body too slow")
+
+// slowBody enforces limits.body_timeout and limits.body_min_rate on a
+// request body, as Apache's mod_reqtimeout does (body=20,MinRate=500): the
+// body must arrive within the timeout, which every min_rate bytes received
+// extend by a second. A stalled client and one that trickles a byte every
+// few seconds are both cut, so neither holds an upstream connection long;
+// an honest upload of any size keeps going.
+type slowBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	start   time.Time
+	timeout time.Duration
+	rate    int64 // bytes per second
+	n       int64
+	st      *reqState
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	deadline := b.start.Add(b.timeout + time.Duration(b.n)*time.Second/time.Duration(b.rate))
+	_ = b.rc.SetReadDeadline(deadline)
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	switch {
+	case err == io.EOF:
+		// Done with the body: net/http's own reads (the next request, the
+		// check for a client that left) must not meet our deadline.
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded) || isTimeout(err):
+		// The deadline stays: net/http gives up draining the rest at once
+		// and closes the connection after the 408.
+		err = errBodyTooSlow
+	}
+	return n, err
+}
+
+// limitBody wraps r's body in a slowBody, if it has one.
+func (h *Handler) limitBody(w http.ResponseWriter, r *http.Request, st *reqState) {
+	if r.Body == nil || r.Body == http.NoBody || h.cfg.Limits.BodyTimeout <= 0 {
+		return
+	}
+	r.Body = &slowBody{ReadCloser: r.Body, rc: http.NewResponseController(w), start: time.Now(),
+		timeout: h.cfg.Limits.BodyTimeout.D(), rate: int64(h.cfg.Limits.BodyMinRate), st: st}
+}
+
+// clientCounter counts what each client holds at once (connections,
+// requests in flight), by address: the exact IPv4 address (a NAT's users
+// share it, so the caps are generous) or the IPv6 /64 a host is given.
+type clientCounter struct {
+	max int
+	mu  sync.Mutex
+	n   map[netip.Addr]int
+}
+
+func newClientCounter(max int) *clientCounter {
+	return &clientCounter{max: max, n: map[netip.Addr]int{}}
+}
+
+// clientKey is what a client is counted by.
+func clientKey(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.Addr()
+	}
+	return a
+}
+
+// acquire counts one more for a and reports whether a stays within the
+// cap; the caller calls release only when acquire said yes.
+func (c *clientCounter) acquire(a netip.Addr) bool {
+	if c == nil || c.max <= 0 {
+		return true
+	}
+	k := clientKey(a)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[k] >= c.max {
+		return false
+	}
+	c.n[k]++
+	return true
+}
+
+func (c *clientCounter) release(a netip.Addr) {
+	if c == nil || c.max <= 0 {
+		return
+	}
+	k := clientKey(a)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[k] <= 1 {
+		delete(c.n, k)
+		return
+	}
+	c.n[k]--
+}
+
+// len is the number of clients counted.
+func (c *clientCounter) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.n)
+}

@@ -1,0 +1,471 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/net/http2"
+)
+
+// gatedUpstream holds every request until release is closed, and counts the
+// connections and requests it sees at once.
+type gatedUpstream struct {
+	*httptest.Server
+	open                 func() // lets every held request (and later ones) through
+	release              chan struct{}
+	conns, maxConns      atomic.Int64
+	inflight, maxRequest atomic.Int64
+	requests             atomic.Int64
+}
+
+func newGatedUpstream(t *testing.T) *gatedUpstream {
+	g := &gatedUpstream{release: make(chan struct{})}
+	g.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.requests.Add(1)
+		raise(&g.maxRequest, g.inflight.Add(1))
+		defer g.inflight.Add(-1)
+		select {
+		case <-g.release:
+		case <-r.Context().Done():
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte("ok"))
+	}))
+	g.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			raise(&g.maxConns, g.conns.Add(1))
+		case http.StateClosed, http.StateHijacked:
+			g.conns.Add(-1)
+		}
+	}
+	g.Start()
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(g.release) }); g.Close() })
+	g.open = func() { once.Do(func() { close(g.release) }) }
+	return g
+}
+
+// raise sets max to v if v is larger, with compare-and-swap.
+func raise(max *atomic.Int64, v int64) {
+	for {
+		m := max.Load()
+		if v <= m || max.CompareAndSwap(m, v) {
+			return
+		}
+	}
+}
+
+// TestUpstreamConnectionsCapped: however many requests arrive, at most
+// limits.upstream_conns connections reach the upstream; the others wait in
+// line and get 503 with Retry-After when the line takes too long.
+func TestUpstreamConnectionsCapped(t *testing.T) {
+	t.Parallel()
+	up := newGatedUpstream(t)
+	e := startEdge(t, "limits: {upstream_conns: 4, upstream_queue: 300ms}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	c := e.client(t, "h2")
+	const n = 40
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			req, _ := http.NewRequest("GET", e.url("/slow"), nil)
+			req.Host = "localhost"
+			req.Header.Set("User-Agent", "curl/8.5.0")
+			res, err := c.Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			if res.StatusCode == 503 && res.Header.Get("Retry-After") == "" {
+				t.Error("503 without Retry-After")
+			}
+			res.Body.Close()
+			codes <- res.StatusCode
+		}()
+	}
+	busy := 0
+	for range n - 4 {
+		if code := <-codes; code == 503 {
+			busy++
+		}
+	}
+	up.open()
+	for range 4 {
+		if code := <-codes; code != 200 {
+			t.Errorf("a request holding a connection: %d", code)
+		}
+	}
+	if busy != n-4 {
+		t.Errorf("%d of %d waiting requests were answered 503", busy, n-4)
+	}
+	if m := up.maxConns.Load(); m > 4 {
+		t.Errorf("the upstream saw %d connections at once, want at most 4", m)
+	}
+}
+
+// TestResetStreamsLeaveTheQueue: HTTP/2 streams opened and reset at once
+// (the rapid reset attack) cost the upstream nothing past the cap, and a
+// reset stream's request leaves the line at once.
+func TestResetStreamsLeaveTheQueue(t *testing.T) {
+	t.Parallel()
+	up := newGatedUpstream(t)
+	e := startEdge(t, "limits: {upstream_conns: 2, upstream_queue: 30s}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	conn, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fr := newH2Client(t, conn)
+	for i := range 500 {
+		id := uint32(2*i + 1)
+		fr.headers(id, "GET", "/reset", true)
+		if err := fr.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An honest request still gets through once the gate opens.
+	up.open()
+	h := e.client(t, "h2")
+	if res, _ := get(t, h, e.url("/after"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 {
+		t.Errorf("after the resets: %d", res.StatusCode)
+	}
+	if m := up.maxConns.Load(); m > 2 {
+		t.Errorf("the upstream saw %d connections at once, want at most 2", m)
+	}
+	if n := up.requests.Load(); n > 2+2 {
+		t.Errorf("%d reset requests reached the upstream", n-1)
+	}
+}
+
+// TestSlowBodyCut: a body that stalls, and one that trickles a byte at a
+// time, are cut after limits.body_timeout (408), so neither holds an
+// upstream connection for long; an honest upload passes.
+func TestSlowBodyCut(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	e := startEdge(t, "limits: {body_timeout: 1s, body_min_rate: 100}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	for _, tt := range []struct {
+		name  string
+		write func(io.Writer)
+	}{
+		{"stalled", func(w io.Writer) { _, _ = io.WriteString(w, "abc") }},
+		{"trickle", func(w io.Writer) {
+			for range 40 {
+				if _, err := io.WriteString(w, "x"); err != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			_, _ = io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 100000\r\n\r\n")
+			go tt.write(c)
+			res, err := http.ReadResponse(bufioReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != http.StatusRequestTimeout {
+				t.Errorf("%d, want 408", res.StatusCode)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("cut after %v, want about 1s", d)
+			}
+		})
+	}
+	t.Run("honest upload", func(t *testing.T) {
+		t.Parallel()
+		c := e.client(t, "h2")
+		req, _ := http.NewRequest("POST", e.url("/upload"), bytes.NewReader(make([]byte, 4<<20)))
+		req.Host = "localhost"
+		req.Header.Set("User-Agent", "curl/8.5.0")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Errorf("%d", res.StatusCode)
+		}
+	})
+}
+
+// TestSlowReaderDropped: a client that stops reading a large response is
+// dropped after limits.write_timeout, on HTTP/1.1 and HTTP/2, and the
+// request ends (its log line is written).
+func TestSlowReaderDropped(t *testing.T) {
+	t.Parallel()
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := bytes.Repeat([]byte("x"), 64<<10)
+		for range 800 { // 50 MB
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(big.Close)
+	fp := t.TempDir() + "/fp.jsonl"
+	e := startEdge(t, "limits: {write_timeout: 1s}\npolicy: \"\"\nlog: {fingerprints: "+fp+"}\n"+
+		"sites: [{hosts: [localhost], upstream: "+big.URL+", compress: false}]\n")
+	for _, alpn := range []string{"http/1.1", "h2"} {
+		t.Run(alpn, func(t *testing.T) {
+			t.Parallel()
+			c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig(alpn))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			path := "/big-" + alpn
+			if alpn == "h2" {
+				fr := newH2Client(t, c)
+				fr.headers(1, "GET", path, true) // and never a WINDOW_UPDATE: a zero window
+			} else {
+				_, _ = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+			}
+			start := time.Now()
+			l := waitLine(t, fp, path) // written when the request ends
+			if d := time.Since(start); d > 8*time.Second {
+				t.Errorf("the request ended after %v, want about 1s", d)
+			}
+			if b, _ := l["bytes"].(float64); b >= 50<<20 {
+				t.Errorf("%v bytes sent to a client that did not read", b)
+			}
+		})
+	}
+}
+
+// TestClientCaps: one client address holds at most limits.conns_per_client
+// connections and limits.requests_per_client requests in flight.
+func TestClientCaps(t *testing.T) {
+	t.Parallel()
+	up := newGatedUpstream(t)
+	e := startEdge(t, "limits: {conns_per_client: 3, requests_per_client: 2}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	var conns []*tls.Conn
+	for range 3 {
+		c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	if c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1")); err == nil {
+		// The edge hangs up before or right after the handshake.
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+			t.Error("a fourth connection from one address was served")
+		}
+		c.Close()
+	}
+	conns[0].Close()
+	ok := waitFor(t, 5*time.Second, func() bool {
+		c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET /after HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		_, err = c.Read(make([]byte, 1))
+		return err == nil || isTimeout(err) // served (or held by the gated upstream)
+	})
+	if !ok {
+		t.Error("a connection closed did not free its place")
+	}
+	for _, c := range conns[1:] {
+		c.Close()
+	}
+
+	h := e.client(t, "h2")
+	results := make(chan int, 3)
+	for range 2 {
+		go func() {
+			res, _ := get(t, h, e.url("/hold"), "User-Agent", "curl/8.5.0")
+			results <- res.StatusCode
+		}()
+	}
+	waitFor(t, 5*time.Second, func() bool { return up.inflight.Load() == 2 })
+	if res, _ := get(t, h, e.url("/third"), "User-Agent", "curl/8.5.0"); res.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a third request in flight: %d, want 429", res.StatusCode)
+	}
+	up.open()
+	for range 2 {
+		if code := <-results; code != 200 {
+			t.Errorf("held request: %d", code)
+		}
+	}
+}
+
+// TestPasswordFloodBounded: wrong passwords from one client are refused
+// (429) past limits.auth_attempts without running bcrypt; a right one from
+// another client still gets in.
+func TestPasswordFloodBounded(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	h := newTestHandler(t, fmt.Sprintf(`
+policy: ""
+limits: {auth_attempts: 3}
+sites: [{hosts: [localhost], upstream: %s, routes: [{path: /admin/, upstream: %[1]s, basic_auth: {users: {alice: %q}}}]}]
+`, up.URL, hash))
+	codes := ""
+	for i := range 6 {
+		w := serveRaw(t, h, "GET /admin/ HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+			"Authorization: Basic "+basic("alice", fmt.Sprint("wrong", i))+"\r\n\r\n")
+		codes += fmt.Sprint(w.Code, " ")
+	}
+	if codes != "401 401 401 429 429 429 " {
+		t.Errorf("wrong passwords answered %s", codes)
+	}
+	if v := counterValue(h.env.metrics.limited.WithLabelValues("auth_attempts")); v != 3 {
+		t.Errorf("%v attempts counted as limited, want 3", v)
+	}
+	// Another client (another address) with the right password.
+	r := httptest.NewRequest("GET", "/admin/", nil)
+	r.Host = "localhost"
+	r.RemoteAddr = "192.0.2.50:1234"
+	r.Header.Set("User-Agent", "curl/8.5.0")
+	r.SetBasicAuth("alice", "pw")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Errorf("the right password from another client: %d", w.Code)
+	}
+}
+
+func basic(user, pass string) string {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.SetBasicAuth(user, pass)
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Basic ")
+}
+
+// TestHeaderListCapped: a header section past limits.header_bytes is
+// answered 431 on HTTP/1.1 and HTTP/2, never forwarded.
+func TestHeaderListCapped(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	e := startEdge(t, "limits: {header_bytes: 8192}\npolicy: \"\"\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	huge := strings.Repeat("a", 20000)
+	res := rawTLSRequest(t, e, "GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: "+huge+"\r\nConnection: close\r\n\r\n")
+	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("HTTP/1.1: %d, want 431", res.StatusCode)
+	}
+	c := e.client(t, "h2")
+	req, _ := http.NewRequest("GET", e.url("/"), nil)
+	req.Host = "localhost"
+	req.Header.Set("X-Big", huge)
+	if res, err := c.Do(req); err == nil {
+		res.Body.Close()
+		if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("HTTP/2: %d, want 431", res.StatusCode)
+		}
+	} // the client may refuse to send it at all, knowing the server's limit
+	if n := len(up.heads()); n != 0 {
+		t.Errorf("%d oversized requests reached the upstream", n)
+	}
+}
+
+// TestRangesCapped: a request for thousands of ranges reaches the upstream
+// without its Range header (the whole response, as Apache answers).
+func TestRangesCapped(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	h := newTestHandler(t, "policy: \"\"\nlimits: {ranges: 10}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	many := "bytes=" + strings.TrimSuffix(strings.Repeat("-1,", 60), ",")
+	serveRaw(t, h, "GET /a HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nRange: "+many+"\r\n\r\n")
+	serveRaw(t, h, "GET /b HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nRange: bytes=0-99,200-299\r\n\r\n")
+	heads := up.heads()
+	if len(heads) != 2 {
+		t.Fatalf("%d requests", len(heads))
+	}
+	if strings.Contains(heads[0], "Range:") {
+		t.Errorf("60 ranges were forwarded:\n%s", heads[0])
+	}
+	if !strings.Contains(heads[1], "Range: bytes=0-99,200-299\r\n") {
+		t.Errorf("an honest two-range request lost its Range:\n%s", heads[1])
+	}
+}
+
+// deafConn is a UDP socket that sends but never hands a packet to its
+// reader: a QUIC client over it keeps sending Initials and never completes
+// a handshake, as a flood of spoofed Initials never does. It hides the
+// *net.UDPConn (a net.PacketConn only), so that quic-go cannot read around
+// it with ReadMsgUDP.
+type deafConn struct{ net.PacketConn }
+
+func (c deafConn) ReadFrom(p []byte) (int, net.Addr, error) {
+	for {
+		if _, _, err := c.PacketConn.ReadFrom(p); err != nil {
+			return 0, nil, err
+		}
+	}
+}
+
+// TestQUICHandshakesBounded: abandoned QUIC handshakes pile up to
+// limits.quic_handshakes at most (beyond, new clients must answer a
+// Retry, which spoofed addresses cannot), each is counted as failed when it
+// times out, and an honest HTTP/3 client still connects meanwhile.
+func TestQUICHandshakesBounded(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	e := startEdge(t, "limits: {quic_handshakes: 2}\ntimeouts: {handshake: 1s}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for range 12 {
+		udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &quic.Transport{Conn: deafConn{udp}}
+		t.Cleanup(func() { tr.Close(); udp.Close() })
+		raddr, _ := net.ResolveUDPAddr("udp", e.Addrs().HTTP3)
+		wg.Go(func() { _, _ = tr.Dial(ctx, raddr, e.tlsConfig("h3"), &quic.Config{}) })
+	}
+	waitFor(t, 5*time.Second, func() bool { return e.Server.quicHS.Load() >= 2 })
+	if n := e.Server.quicHS.Load(); n != 2 {
+		t.Errorf("%d handshakes in progress, want the limit, 2", n)
+	}
+	if res, _ := get(t, e.client(t, "h3"), e.url("/honest"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 {
+		t.Errorf("an honest HTTP/3 client during the flood: %d", res.StatusCode)
+	}
+	if n := e.Server.quicHS.Load(); n > 2 {
+		t.Errorf("%d handshakes in progress after the honest one, want at most 2", n)
+	}
+	cancel()
+	if !waitFor(t, 10*time.Second, func() bool { return e.Server.quicHS.Load() == 0 }) {
+		t.Errorf("%d handshakes still counted after their timeout", e.Server.quicHS.Load())
+	}
+	m := e.Server.metrics.handshakes
+	if v := counterValue(m.WithLabelValues("failed", "quic")); v < 2 {
+		t.Errorf("%v failed QUIC handshakes counted, want at least 2", v)
+	}
+	if v := counterValue(m.WithLabelValues("ok", "quic")); v < 1 {
+		t.Errorf("%v good QUIC handshakes counted, want the honest one", v)
+	}
+}
