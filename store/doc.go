@@ -21,6 +21,11 @@
 //   - Lock is SET NX PX with a random value, retried until acquired; unlock
 //     deletes the key only if it still holds that value (one Lua script), the
 //     single-instance lock of https://redis.io/docs/latest/develop/use/patterns/distributed-locks/.
+//     While held, the lock is renewed every third of its ttl by a
+//     compare-and-extend script (PEXPIRE only if the key still holds the
+//     value), so a lock outlives a long ACME order; when its owner's context
+//     ends, or the owner dies, renewal stops and the lock expires within
+//     ttl.
 //
 // Keys are namespaced by kind ("maat:mark:", "maat:rate:", "maat:blob:",
 // "maat:lock:"), so a mark, a bucket, a blob and a lock of the same name are

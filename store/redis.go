@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +19,7 @@ type Redis struct {
 	client *redis.Client
 	take   *redis.Script
 	unlock *redis.Script
+	renew  *redis.Script
 }
 
 // takeScript is the token bucket. KEYS[1] is the bucket, ARGV[1] the rate in
@@ -61,24 +63,60 @@ end
 return 0
 `
 
+// renewScript sets the expiry of KEYS[1] to ARGV[2] milliseconds if it still
+// holds ARGV[1]; it returns 1 if so, 0 if the lock was lost.
+const renewScript = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`
+
+// unlockTimeout bounds the command that releases a lock.
+const unlockTimeout = 5 * time.Second
+
 // NewRedis connects to the Redis server at url (redis://[user:password@]host:port/db,
 // rediss:// for TLS, or unix://path, as redis.ParseURL reads them) and checks
 // that it answers.
 func NewRedis(ctx context.Context, url string) (*Redis, error) {
+	r, err := OpenRedis(url)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Ping(ctx); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// OpenRedis returns a Redis store for the server at url (as [NewRedis] reads
+// it) without contacting the server: connections are made on first use. A
+// node that must start while Redis is down opens it so and wraps it in a
+// [Resilient] store.
+//
+// Every command is bounded by its context's deadline, so that a caller's
+// timeout holds even when the server has stopped answering.
+func OpenRedis(url string) (*Redis, error) {
 	opts, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: redis url: %w", err)
 	}
-	client := redis.NewClient(opts)
-	if err := client.Ping(ctx).Err(); err != nil {
-		client.Close()
-		return nil, fmt.Errorf("store: redis: %w", err)
-	}
+	opts.ContextTimeoutEnabled = true
 	return &Redis{
-		client: client,
+		client: redis.NewClient(opts),
 		take:   redis.NewScript(takeScript),
 		unlock: redis.NewScript(unlockScript),
+		renew:  redis.NewScript(renewScript),
 	}, nil
+}
+
+// Ping checks that the server answers.
+func (r *Redis) Ping(ctx context.Context) error {
+	if err := r.client.Ping(ctx).Err(); err != nil {
+		return wrap(err)
+	}
+	return nil
 }
 
 // Close closes the connections to the server.
@@ -155,35 +193,105 @@ func (r *Redis) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// Lock implements Store. Unlock uses a context without ctx's cancellation, so
-// that a lock taken under a request's context is still released after the
-// request ends.
+// Lock implements Store. While the lock is held, a goroutine that belongs
+// to it renews its expiry to ttl every ttl/3, with a compare-and-extend
+// script that touches the key only if it still holds this lock's random
+// token; unlock stops that goroutine, waits for it, and deletes the key if it
+// still holds the token (with a context without ctx's cancellation, so that
+// a lock whose ctx ended is still released). When ctx is done the renewal
+// stops and the lock expires within ttl, unless unlock comes first: a node
+// that dies holding a lock holds it at most ttl longer. A renewal that finds
+// the lock gone (Redis lost it, or the owner was stalled past ttl and
+// another took it) stops; the owner is not told. Call unlock exactly when
+// done: a lock whose unlock is never called and whose ctx never ends is
+// renewed for ever.
 func (r *Redis) Lock(ctx context.Context, key string, ttl time.Duration) (func(), error) {
 	if err := checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	var b [16]byte
-	rand.Read(b[:])
-	token := hex.EncodeToString(b[:])
 	k := prefixLock + key
+	token := newLockToken()
 	for delay := lockPollMin; ; {
-		err := r.client.Do(ctx, "set", k, token, "px", milliseconds(ttl), "nx").Err()
-		if err == nil {
-			break
+		ok, err := r.tryLock(ctx, k, token, ttl)
+		if err != nil {
+			return nil, err
 		}
-		if !errors.Is(err, redis.Nil) {
-			return nil, wrap(err)
+		if ok {
+			return r.hold(ctx, k, token, ttl, unlockTimeout), nil
 		}
 		if delay, err = waitLock(ctx, delay); err != nil {
 			return nil, err
 		}
 	}
-	unlockCtx := context.WithoutCancel(ctx)
+}
+
+// newLockToken returns the random value that identifies one holder of a
+// lock.
+func newLockToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// tryLock sets the lock key k to token if it is free. An error is ctx's when
+// ctx is done.
+func (r *Redis) tryLock(ctx context.Context, k, token string, ttl time.Duration) (bool, error) {
+	err := r.client.Do(ctx, "set", k, token, "px", milliseconds(ttl), "nx").Err()
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, redis.Nil):
+		return false, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	default:
+		return false, wrap(err)
+	}
+}
+
+// hold starts the renewal of the lock k held with token, and returns its
+// unlock; timeout bounds each renewal and the unlock.
+func (r *Redis) hold(ctx context.Context, k, token string, ttl, timeout time.Duration) func() {
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.renewLoop(lctx, k, token, ttl, timeout)
+	}()
+	var once sync.Once
 	return func() {
-		// A failure leaves the lock to expire after ttl; there is nobody
-		// to tell.
-		_ = r.unlock.Run(unlockCtx, r.client, []string{k}, token).Err()
-	}, nil
+		once.Do(func() {
+			stop()
+			<-done
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			defer cancel()
+			// A failure leaves the lock to expire after ttl; there is
+			// nobody to tell.
+			_ = r.unlock.Run(uctx, r.client, []string{k}, token).Err()
+		})
+	}
+}
+
+// renewLoop extends the lock k to ttl every ttl/3 until ctx is done or the
+// lock is found lost. A renewal that fails (the server does not answer) is
+// tried again at the next tick; two ticks remain before the lock expires.
+func (r *Redis) renewLoop(ctx context.Context, k, token string, ttl, timeout time.Duration) {
+	every := max(ttl/3, time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, min(every, timeout))
+		held, err := r.renew.Run(rctx, r.client, []string{k}, token, milliseconds(ttl)).Int()
+		cancel()
+		if err == nil && held == 0 {
+			return
+		}
+	}
 }
 
 // LogRedisTo sends go-redis's own messages (reconnects, pool and
