@@ -4,9 +4,13 @@
 // locks (so that one node orders a certificate while the others wait and read
 // it).
 //
-// Two implementations have the same behaviour: [Memory], for one node, bounded
-// in size and swept of expired entries; and [Redis], for many nodes sharing a
-// Redis or Valkey server through github.com/redis/go-redis/v9.
+// Three implementations have the same behaviour: [Memory], for one node,
+// bounded in size and swept of expired entries; [Redis], for many nodes
+// sharing a Redis or Valkey server through github.com/redis/go-redis/v9; and
+// [Resilient], a Redis store that falls back to a Memory store while Redis is
+// away (each call bounded by a short timeout), says so through
+// [Resilient.Health] and a callback, and writes back what changed meanwhile
+// when Redis returns, so that no request fails because Redis is down.
 //
 // The Redis mapping follows the Redis command reference
 // (https://redis.io/docs/latest/commands/):

@@ -38,6 +38,7 @@ type Store interface {
 var (
 	_ Store = (*Memory)(nil)
 	_ Store = (*Redis)(nil)
+	_ Store = (*Resilient)(nil)
 )
 
 var (

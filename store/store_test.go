@@ -242,8 +242,9 @@ func raiseMax[T int32 | int64](m interface {
 	}
 }
 
-// TestBehaviour runs the behaviour table against Memory and a real
-// redis-server.
+// TestBehaviour runs the behaviour table against Memory, a real
+// redis-server, a Resilient store over it, and a Resilient store whose
+// Redis never answers (degraded: everything from memory).
 func TestBehaviour(t *testing.T) {
 	t.Parallel()
 	mem := NewMemory()
@@ -254,6 +255,16 @@ func TestBehaviour(t *testing.T) {
 	}{
 		{"memory", func(*testing.T) Store { return mem }},
 		{"redis", func(t *testing.T) Store { return newTestRedis(t) }},
+		// A generous timeout: a slow call under -race must not switch
+		// the store to memory halfway through a lock test.
+		{"resilient", func(t *testing.T) Store { return newTestResilient(t, newTestRedis(t), 5*time.Second) }},
+		{"resilient_degraded", func(t *testing.T) Store {
+			r, err := OpenRedis("redis://" + closedPort(t) + "/0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return newTestResilient(t, r, time.Second)
+		}},
 	}
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
