@@ -86,6 +86,10 @@ type Config struct {
 	// RetryMin and RetryMax bound the exponential backoff between failed
 	// orders of a name. If zero, one minute and one hour.
 	RetryMin, RetryMax time.Duration
+	// RecheckInterval is how often a Manager whose Cache is shared (a
+	// [Locker]) reads its certificates from the cache again, to serve what
+	// another node renewed. If zero, DefaultRecheckInterval.
+	RecheckInterval time.Duration
 
 	// CertFile and KeyFile are the PEM certificate chain and key of
 	// ModeFiles, re-read by [Manager.Reload].
@@ -98,29 +102,44 @@ type Config struct {
 	// Now returns the current time. If nil, time.Now.
 	Now func() time.Time
 
-	// OnEvent, if not nil, is called after each certificate event (loaded,
-	// obtained, renewed, failed), for the caller to log. It must not block.
+	// OnEvent, if not nil, is called after each certificate event (see
+	// [EventKind]), for the caller to log. It must not block.
 	OnEvent func(Event)
 }
+
+// DefaultRecheckInterval is how often a Manager with a shared cache reads
+// it again when Config.RecheckInterval is zero.
+const DefaultRecheckInterval = 10 * time.Minute
 
 // EventKind says what happened to a certificate.
 type EventKind string
 
 // The kinds of [Event].
 const (
-	EventLoaded   EventKind = "loaded"   // read from the cache or files
-	EventObtained EventKind = "obtained" // a first certificate was issued
-	EventRenewed  EventKind = "renewed"  // a certificate was replaced
-	EventFailed   EventKind = "failed"   // an order, a reload or a cache write failed
+	// EventLoaded: a certificate was read from the cache (at start, or one
+	// that another node ordered) or from files.
+	EventLoaded EventKind = "loaded"
+	// EventOrdering: this node starts an ACME order for the name (it holds
+	// the name's lock, and the cache has nothing newer).
+	EventOrdering EventKind = "ordering"
+	// EventObtained: this node's order brought the name's first
+	// certificate.
+	EventObtained EventKind = "obtained"
+	// EventRenewed: this node's order replaced the name's certificate.
+	EventRenewed EventKind = "renewed"
+	// EventFailed: an order, a reload or a cache write failed; Err says
+	// why and NextRetry when the order is tried again.
+	EventFailed EventKind = "failed"
 )
 
-// Event reports a certificate event to [Config.OnEvent].
+// Event reports a certificate event to [Config.OnEvent]. It never holds a
+// key.
 type Event struct {
 	Kind      EventKind
 	Name      string    // the host name (the certificate file in ModeFiles)
-	NotAfter  time.Time // the expiry of the certificate in use, if any
+	NotAfter  time.Time // the expiry of the certificate in use (or loaded, obtained, renewed), if any
 	Err       error     // for EventFailed
-	NextRetry time.Time // for EventFailed: when the order is tried again
+	NextRetry time.Time // for EventFailed: when it is tried again
 }
 
 // NameStatus is the state of one name's certificate, for readiness checks.
@@ -189,7 +208,7 @@ func (c *Config) Validate() error {
 			bad("mode %q needs cert_file and key_file", ModeFiles)
 		}
 	}
-	if c.RenewBefore < 0 || c.RetryMin < 0 || c.RetryMax < 0 {
+	if c.RenewBefore < 0 || c.RetryMin < 0 || c.RetryMax < 0 || c.RecheckInterval < 0 {
 		bad("negative duration")
 	}
 	if c.RetryMin > 0 && c.RetryMax > 0 && c.RetryMin > c.RetryMax {
@@ -210,6 +229,13 @@ func (c *Config) now() time.Time {
 		return c.Now()
 	}
 	return time.Now()
+}
+
+func (c *Config) recheckInterval() time.Duration {
+	if c.RecheckInterval > 0 {
+		return c.RecheckInterval
+	}
+	return DefaultRecheckInterval
 }
 
 // cache returns the configured cache, or nil when there is none.
@@ -343,9 +369,10 @@ func redirectHTTPS(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusFound)
 }
 
-// Run obtains missing certificates and renews them ahead of expiry, in
-// ModeACME, until ctx is done; it then returns nil. In the other modes it
-// only waits for ctx.
+// Run obtains missing certificates and renews them ahead of expiry (and,
+// with a shared cache, serves what other nodes renewed), in ModeACME, until
+// ctx is done; it then returns nil. In the other modes it only waits for
+// ctx.
 func (m *Manager) Run(ctx context.Context) error {
 	return m.src.run(ctx)
 }

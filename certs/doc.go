@@ -24,7 +24,14 @@
 // waits for it (unless a failed order waits for its retry time). Several
 // nodes may share a [Cache]; if it also implements [Locker], one node orders
 // a name and the others read the result, and challenge answers go through
-// the cache so that whichever node the CA reaches can answer.
+// the cache so that whichever node the CA reaches can answer. Renewals are
+// coordinated the same way (nodes asked to renew at once make one order),
+// and the nodes read the cache again every [Config.RecheckInterval] to serve
+// what another renewed. A lock holder that dies loses its lock when the
+// lock expires, and another node orders then. [LayeredCache] puts a shared
+// cache over a local directory, which keeps a warm copy and serves when the
+// shared one is away; [StorageCache] makes a Cache and a Locker of the
+// edge's store without importing it.
 //
 // ModeSelfSigned makes a local ECDSA P-256 CA once (kept in the cache, or in
 // memory without one) and signs a leaf per server name on demand; a hello
