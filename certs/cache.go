@@ -32,8 +32,8 @@ type DirCache = autocert.DirCache
 // named after it, then looks in the cache again: so one node orders and the
 // others read what it stored. Challenge answers go to the cache too, so that
 // whichever node the CA reaches can answer. A Manager whose cache is a
-// Locker also reads its certificates again now and then to serve what
-// another node renewed.
+// Locker also shares its TLS session ticket keys through it, and reads its
+// certificates again now and then to serve what another node renewed.
 type Locker interface {
 	// Lock blocks until it holds key across all nodes, or ctx is done. The
 	// lock is held until unlock is called or ctx is done, however long the

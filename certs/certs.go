@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/acme"
@@ -87,8 +88,9 @@ type Config struct {
 	// orders of a name. If zero, one minute and one hour.
 	RetryMin, RetryMax time.Duration
 	// RecheckInterval is how often a Manager whose Cache is shared (a
-	// [Locker]) reads its certificates from the cache again, to serve what
-	// another node renewed. If zero, DefaultRecheckInterval.
+	// [Locker]) reads its certificates and session ticket keys from the
+	// cache again, to serve what another node renewed or rotated. If zero,
+	// DefaultRecheckInterval.
 	RecheckInterval time.Duration
 
 	// CertFile and KeyFile are the PEM certificate chain and key of
@@ -130,6 +132,11 @@ const (
 	// EventFailed: an order, a reload or a cache write failed; Err says
 	// why and NextRetry when the order is tried again.
 	EventFailed EventKind = "failed"
+	// EventTicketKeysFailed: the TLS session ticket keys could not be read
+	// from or written to the shared cache (Err); the node rotates keys of
+	// its own meanwhile (sessions then resume on this node only) and tries
+	// again at NextRetry. Name is empty.
+	EventTicketKeysFailed EventKind = "ticket_keys_failed"
 )
 
 // Event reports a certificate event to [Config.OnEvent]. It never holds a
@@ -138,8 +145,8 @@ type Event struct {
 	Kind      EventKind
 	Name      string    // the host name (the certificate file in ModeFiles)
 	NotAfter  time.Time // the expiry of the certificate in use (or loaded, obtained, renewed), if any
-	Err       error     // for EventFailed
-	NextRetry time.Time // for EventFailed: when it is tried again
+	Err       error     // for EventFailed and EventTicketKeysFailed
+	NextRetry time.Time // for EventFailed and EventTicketKeysFailed: when it is tried again
 }
 
 // NameStatus is the state of one name's certificate, for readiness checks.
@@ -164,11 +171,12 @@ type source interface {
 // Manager provides certificates for TLS servers. Its methods are safe for
 // concurrent use.
 type Manager struct {
-	mode  string
-	src   source
-	local *localCA    // ModeSelfSigned
-	files *fileSource // ModeFiles
-	acme  *acmeSource // ModeACME
+	mode    string
+	src     source
+	tickets *tickets
+	local   *localCA    // ModeSelfSigned
+	files   *fileSource // ModeFiles
+	acme    *acmeSource // ModeACME
 }
 
 // Validate reports every problem of the configuration at once; each wraps
@@ -314,6 +322,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.tickets = newTickets(context.Background(), &cfg, cfg.cache())
 	return m, nil
 }
 
@@ -325,8 +334,14 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 }
 
 // TLSConfig returns a new tls.Config for an HTTPS server: GetCertificate,
-// TLS 1.2 at least, and ALPN h2, http/1.1 (and acme-tls/1 in ModeACME). An
-// HTTP/3 server uses the same GetCertificate with NextProtos h3.
+// TLS 1.2 at least, ALPN h2, http/1.1 (and acme-tls/1 in ModeACME), and
+// session tickets (resumption) with the Manager's keys: WrapSession and
+// UnwrapSession encrypt and decrypt them with keys that [Manager.Run]
+// rotates every TicketKeyRotation, keeping the last two for decryption, and
+// shares with the other nodes through a shared cache (a [Locker]), so that
+// a session begun on one node resumes on another. A clone of the config
+// keeps them (an HTTP/3 server's config, cloned with NextProtos h3, resumes
+// alike).
 func (m *Manager) TLSConfig() *tls.Config {
 	protos := []string{"h2", "http/1.1"}
 	if m.mode == ModeACME {
@@ -336,6 +351,8 @@ func (m *Manager) TLSConfig() *tls.Config {
 		GetCertificate: m.GetCertificate,
 		MinVersion:     tls.VersionTLS12,
 		NextProtos:     protos,
+		WrapSession:    m.tickets.wrap,
+		UnwrapSession:  m.tickets.unwrap,
 	}
 }
 
@@ -369,12 +386,26 @@ func redirectHTTPS(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusFound)
 }
 
-// Run obtains missing certificates and renews them ahead of expiry (and,
-// with a shared cache, serves what other nodes renewed), in ModeACME, until
-// ctx is done; it then returns nil. In the other modes it only waits for
-// ctx.
+// Run keeps the Manager's certificates and session ticket keys until ctx
+// is done: in ModeACME it obtains missing certificates and renews them ahead
+// of expiry (and, with a shared cache, serves what other nodes renewed); in
+// every mode it rotates the session ticket keys, through a shared cache when
+// there is one. Call it once, and wait for it.
+//
+// Run returns nil when ctx is done, after every goroutine it started has
+// ended. It returns for no other reason and has no fatal error: a failed
+// order, renewal or exchange with the cache is retried (with backoff) and
+// reported through [Config.OnEvent] and [Manager.Status], and the current
+// certificate and keys stay in use meanwhile. (An order started by a
+// handshake for a name without a certificate runs in a goroutine of its
+// own, bounded by the order timeout of five minutes, so that the order is
+// not lost when the handshake gives up.)
 func (m *Manager) Run(ctx context.Context) error {
-	return m.src.run(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { m.tickets.run(ctx) })
+	err := m.src.run(ctx)
+	wg.Wait()
+	return err
 }
 
 // Renew orders a new certificate for a configured name now, in ModeACME,

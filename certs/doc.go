@@ -33,6 +33,14 @@
 // shared one is away; [StorageCache] makes a Cache and a Locker of the
 // edge's store without importing it.
 //
+// TLS session tickets (RFC 8446, section 4.6.1; RFC 5077 for TLS 1.2) are
+// encrypted with keys that [Manager.Run] rotates every [TicketKeyRotation],
+// keeping the two previous keys for decryption and the next one ready. With
+// a shared cache one node, under the lock, rotates and stores the set and
+// the others read it, so that a session resumes on any node. The keys are
+// secrets: they are stored like certificate keys and never logged or put in
+// an event.
+//
 // ModeSelfSigned makes a local ECDSA P-256 CA once (kept in the cache, or in
 // memory without one) and signs a leaf per server name on demand; a hello
 // without a server name gets a leaf for localhost, 127.0.0.1 and ::1.
