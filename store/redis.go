@@ -72,8 +72,9 @@ end
 return 0
 `
 
-// unlockTimeout bounds the command that releases a lock.
-const unlockTimeout = 5 * time.Second
+// lockCallTimeout bounds a renewal of a lock and its release: background
+// commands that no request waits for.
+const lockCallTimeout = 5 * time.Second
 
 // NewRedis connects to the Redis server at url (redis://[user:password@]host:port/db,
 // rediss:// for TLS, or unix://path, as redis.ParseURL reads them) and checks
@@ -114,7 +115,7 @@ func OpenRedis(url string) (*Redis, error) {
 // Ping checks that the server answers.
 func (r *Redis) Ping(ctx context.Context) error {
 	if err := r.client.Ping(ctx).Err(); err != nil {
-		return wrap(err)
+		return wrap(ctx, err)
 	}
 	return nil
 }
@@ -127,11 +128,29 @@ func milliseconds(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-func wrap(err error) error {
+// wrap returns the error of a command: ErrClosed, or err with the
+// package's prefix, or rather ctx's own error when ctx is done (a command
+// cut by ctx's deadline fails with an I/O timeout, possibly before ctx
+// notices), so that callers can tell their deadline from a failure.
+func wrap(ctx context.Context, err error) error {
+	if cerr := ctxDone(ctx); cerr != nil {
+		err = cerr
+	}
 	if errors.Is(err, redis.ErrClosed) {
 		return ErrClosed
 	}
 	return fmt.Errorf("store: redis: %w", err)
+}
+
+// ctxDone returns ctx's error if ctx is done or its deadline has passed.
+func ctxDone(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // MarkOnce implements Store.
@@ -146,7 +165,7 @@ func (r *Redis) MarkOnce(ctx context.Context, key string, ttl time.Duration) (bo
 	case errors.Is(err, redis.Nil):
 		return false, nil
 	default:
-		return false, wrap(err)
+		return false, wrap(ctx, err)
 	}
 }
 
@@ -157,7 +176,7 @@ func (r *Redis) Take(ctx context.Context, key string, rate float64, burst int) (
 	}
 	res, err := r.take.Run(ctx, r.client, []string{prefixRate + key}, rate, burst, maxWait.Milliseconds()).Int64Slice()
 	if err != nil {
-		return false, 0, wrap(err)
+		return false, 0, wrap(ctx, err)
 	}
 	if len(res) != 2 {
 		return false, 0, fmt.Errorf("store: redis: token bucket script returned %d values", len(res))
@@ -172,7 +191,7 @@ func (r *Redis) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, wrap(err)
+		return nil, wrap(ctx, err)
 	}
 	return data, nil
 }
@@ -180,7 +199,7 @@ func (r *Redis) Get(ctx context.Context, key string) ([]byte, error) {
 // Put implements Store.
 func (r *Redis) Put(ctx context.Context, key string, data []byte) error {
 	if err := r.client.Set(ctx, prefixBlob+key, data, 0).Err(); err != nil {
-		return wrap(err)
+		return wrap(ctx, err)
 	}
 	return nil
 }
@@ -188,7 +207,7 @@ func (r *Redis) Put(ctx context.Context, key string, data []byte) error {
 // Delete implements Store.
 func (r *Redis) Delete(ctx context.Context, key string) error {
 	if err := r.client.Del(ctx, prefixBlob+key).Err(); err != nil {
-		return wrap(err)
+		return wrap(ctx, err)
 	}
 	return nil
 }
@@ -217,7 +236,7 @@ func (r *Redis) Lock(ctx context.Context, key string, ttl time.Duration) (func()
 			return nil, err
 		}
 		if ok {
-			return r.hold(ctx, k, token, ttl, unlockTimeout), nil
+			return r.hold(ctx, k, token, ttl), nil
 		}
 		if delay, err = waitLock(ctx, delay); err != nil {
 			return nil, err
@@ -242,28 +261,26 @@ func (r *Redis) tryLock(ctx context.Context, k, token string, ttl time.Duration)
 		return true, nil
 	case errors.Is(err, redis.Nil):
 		return false, nil
-	case ctx.Err() != nil:
-		return false, ctx.Err()
 	default:
-		return false, wrap(err)
+		return false, wrap(ctx, err)
 	}
 }
 
 // hold starts the renewal of the lock k held with token, and returns its
-// unlock; timeout bounds each renewal and the unlock.
-func (r *Redis) hold(ctx context.Context, k, token string, ttl, timeout time.Duration) func() {
+// unlock.
+func (r *Redis) hold(ctx context.Context, k, token string, ttl time.Duration) func() {
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.renewLoop(lctx, k, token, ttl, timeout)
+		r.renewLoop(lctx, k, token, ttl)
 	}()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			stop()
 			<-done
-			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lockCallTimeout)
 			defer cancel()
 			// A failure leaves the lock to expire after ttl; there is
 			// nobody to tell.
@@ -273,23 +290,31 @@ func (r *Redis) hold(ctx context.Context, k, token string, ttl, timeout time.Dur
 }
 
 // renewLoop extends the lock k to ttl every ttl/3 until ctx is done or the
-// lock is found lost. A renewal that fails (the server does not answer) is
-// tried again at the next tick; two ticks remain before the lock expires.
-func (r *Redis) renewLoop(ctx context.Context, k, token string, ttl, timeout time.Duration) {
+// lock is found lost. A renewal may take until the lock would expire (at
+// most lockCallTimeout); one that fails (the server does not answer) is
+// tried again at the next tick, so a lock survives a slow server for up to
+// ttl.
+func (r *Redis) renewLoop(ctx context.Context, k, token string, ttl time.Duration) {
 	every := max(ttl/3, time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	expires := time.Now().Add(ttl)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, min(every, timeout))
+		start := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, min(lockCallTimeout, max(expires.Sub(start), every)))
 		held, err := r.renew.Run(rctx, r.client, []string{k}, token, milliseconds(ttl)).Int()
 		cancel()
-		if err == nil && held == 0 {
+		switch {
+		case err != nil:
+		case held == 0:
 			return
+		default:
+			expires = start.Add(ttl)
 		}
 	}
 }

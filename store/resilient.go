@@ -88,10 +88,10 @@ func (c *ResilientConfig) probeInterval() time.Duration {
 // back. No call fails because Redis is down.
 //
 // While degraded:
-//   - MarkOnce marks in memory. Marks set while Redis answered are mirrored
-//     in memory too, and MarkOnce always refuses a mark memory holds, so a
-//     token redeemed on this node is refused here during the outage and
-//     after it, even by a Redis that came back empty. A token redeemed on
+//   - MarkOnce marks in memory. Marks this node set while Redis answered
+//     are mirrored in memory too, and MarkOnce refuses a mark memory holds,
+//     so a token redeemed on this node is refused here during the outage
+//     and after it, even by a Redis that came back empty. A token redeemed on
 //     another node during the outage can be redeemed once more here: nodes
 //     cut off from each other cannot agree. On recovery every mark set
 //     during the outage is written to Redis with SET NX and its remaining
@@ -318,7 +318,7 @@ func (s *Resilient) writeBack(ctx context.Context, marks map[string]time.Time, b
 		cmds, _ := pipe.Exec(wctx)
 		for _, c := range cmds {
 			if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) { // Nil: SET NX found the mark set
-				return wrap(err)
+				return wrap(wctx, err)
 			}
 		}
 		return nil
@@ -365,8 +365,8 @@ func (s *Resilient) redisCall(ctx context.Context, call func(ctx context.Context
 	switch {
 	case err == nil:
 		return true, nil
-	case ctx.Err() != nil:
-		return true, ctx.Err()
+	case ctxDone(ctx) != nil: // the caller's context, not the timeout
+		return true, ctxDone(ctx)
 	case errors.Is(err, ErrClosed):
 		return true, err
 	}
@@ -418,14 +418,18 @@ func (s *Resilient) MarkOnce(ctx context.Context, key string, ttl time.Duration)
 			if err != nil {
 				return false, err
 			}
-			// Mirrored in memory, so that this node refuses a replay
-			// while Redis is away. A mark memory holds was set through
-			// this node within its ttl: whatever Redis says (it may have
-			// restarted empty, or not have the marks of an outage
-			// written back yet), this is a replay. A full memory store
-			// only loses the mirror.
-			if again, err := s.mem.MarkOnce(ctx, key, ttl); err == nil && !again {
-				first = false
+			// A mark this node set is mirrored in memory, so that
+			// this node refuses its replay while Redis is away, and
+			// after, should Redis come back empty: a mark memory holds
+			// was set first through this node within its ttl, so a
+			// second first from Redis is a replay. (Marks Redis
+			// refused are not mirrored: a concurrent first's mirror
+			// would then find them.) A full memory store only loses
+			// the mirror.
+			if first {
+				if again, err := s.mem.MarkOnce(ctx, key, ttl); err == nil && !again {
+					first = false
+				}
 			}
 			return first, nil
 		}
@@ -529,8 +533,9 @@ func (s *Resilient) change(ctx context.Context, key string, c blobChange) error 
 }
 
 // Lock implements Store. A lock taken in Redis is renewed as [Redis.Lock]
-// says, each renewal bounded by the configured timeout; if Redis fails
-// while the lock is awaited, it is awaited in memory instead.
+// says (renewals are background work: the configured timeout, meant for
+// requests, does not bound them); if Redis fails while the lock is awaited,
+// it is awaited in memory instead.
 func (s *Resilient) Lock(ctx context.Context, key string, ttl time.Duration) (func(), error) {
 	if err := checkTTL(ttl); err != nil {
 		return nil, err
@@ -550,7 +555,7 @@ func (s *Resilient) Lock(ctx context.Context, key string, ttl time.Duration) (fu
 			return nil, err
 		}
 		if acquired {
-			return s.redis.hold(ctx, k, token, ttl, s.cfg.timeout()), nil
+			return s.redis.hold(ctx, k, token, ttl), nil
 		}
 		if delay, err = waitLock(ctx, delay); err != nil {
 			return nil, err
