@@ -350,6 +350,7 @@ func TestACMEClusterNodeDies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var stopsMu sync.Mutex // the hook may run before every node started
 	stops := make([]func(), 3)
 	killed := make(chan int, 1)
 	var validations atomic.Int32
@@ -369,14 +370,19 @@ func TestACMEClusterNodeDies(t *testing.T) {
 		now := time.Now()
 		killedAt.Store(&now)
 		cluster.kill(holder)
-		go stops[holder]() // its context ends; Run returns once the order gives up
+		stopsMu.Lock()
+		stop := stops[holder]
+		stopsMu.Unlock()
+		go stop() // its context ends; Run returns once the order gives up
 		killed <- holder
 		return errors.New("test: the node died")
 	}
 	edge.onALPN.Store(&hook)
+	stopsMu.Lock()
 	for i, m := range nodes {
 		stops[i] = runManager(t, m)
 	}
+	stopsMu.Unlock()
 
 	var dead int
 	select {
