@@ -411,7 +411,10 @@ func (m *Manager) Run(ctx context.Context) error {
 // Renew orders a new certificate for a configured name now, in ModeACME,
 // and replaces the current one when it has arrived; handshakes meanwhile
 // keep the current one. Operators use it after a key compromise or a
-// revocation. In other modes it does nothing.
+// revocation. If the cache holds another certificate than the current one
+// when the name's lock is taken (another node sharing the cache renewed it
+// meanwhile, for the same reason), that one is used and nothing is ordered.
+// In other modes it does nothing.
 func (m *Manager) Renew(ctx context.Context, name string) error {
 	if m.acme == nil {
 		return nil

@@ -29,9 +29,9 @@ const (
 	// writing back, and writeBackTimeout bounds one such pipeline.
 	writeBackBatch   = 1024
 	writeBackTimeout = 5 * time.Second
-	// maxWriteBackPasses bounds the passes of one recovery: each pass
-	// writes what the previous one left behind, as degraded calls keep
-	// coming in until the store switches back.
+	// maxWriteBackPasses bounds the passes that write back blobs in one
+	// recovery: each pass writes what degraded calls changed during the
+	// previous one, until none is left and the store switches back.
 	maxWriteBackPasses = 8
 )
 
