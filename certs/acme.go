@@ -26,6 +26,9 @@ const (
 	handshakeWait = 2 * time.Minute
 	// cacheTimeout bounds a cache read made for a handshake or a challenge.
 	cacheTimeout = 10 * time.Second
+	// deactivateTimeout bounds giving up the authorizations of a failed
+	// order.
+	deactivateTimeout = 30 * time.Second
 
 	defaultRetryMin    = time.Minute
 	defaultRetryMax    = time.Hour
@@ -294,12 +297,18 @@ func (a *acmeSource) run(ctx context.Context) error {
 }
 
 // maintain orders st's certificate when it is missing or due for renewal,
-// and retries failures with backoff, until ctx is done.
+// and retries failures with backoff, until ctx is done. With a shared cache
+// it also rechecks the cache every RecheckInterval.
 func (a *acmeSource) maintain(ctx context.Context, st *nameState) {
+	_, shared := a.cache.(Locker)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		if wait := a.nextAction(st); wait > 0 {
+			recheck := shared && wait > a.cfg.recheckInterval()
+			if recheck {
+				wait = a.cfg.recheckInterval()
+			}
 			t.Reset(wait)
 			select {
 			case <-ctx.Done():
@@ -307,6 +316,9 @@ func (a *acmeSource) maintain(ctx context.Context, st *nameState) {
 			case <-st.kick:
 				continue
 			case <-t.C:
+				if recheck {
+					a.recheck(ctx, st)
+				}
 				continue // re-evaluate: the state may have changed meanwhile
 			}
 		}
@@ -392,16 +404,18 @@ func (a *acmeSource) obtain(ctx context.Context, st *nameState, force bool) erro
 	}()
 
 	old := st.cert.Load()
-	c, err := a.fetch(ctx, st, old, force)
-	e := a.record(st, old, c, err)
+	c, ordered, err := a.fetch(ctx, st, old, force)
+	e := a.record(st, old, c, ordered, err)
 	close(ch)
 	// After the state's lock is released: the hook may well call Status.
 	a.cfg.event(e)
 	return err
 }
 
-// record stores the outcome of an order in st and returns its event.
-func (a *acmeSource) record(st *nameState, old, c *tls.Certificate, err error) Event {
+// record stores the outcome of an order in st and returns its event:
+// obtained or renewed when this node ordered c, loaded when it read c from
+// the cache (another node or an earlier run ordered it).
+func (a *acmeSource) record(st *nameState, old, c *tls.Certificate, ordered bool, err error) Event {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.ordering = nil
@@ -423,39 +437,52 @@ func (a *acmeSource) record(st *nameState, old, c *tls.Certificate, err error) E
 	}
 	st.cert.Store(c)
 	st.lastErr, st.failures, st.nextRetry = nil, 0, time.Time{}
-	kind := EventObtained
+	kind := EventLoaded
 	switch {
-	case c == old:
-		kind = EventLoaded
-	case old != nil:
+	case ordered && old != nil:
 		kind = EventRenewed
+	case ordered:
+		kind = EventObtained
 	}
 	return Event{Kind: kind, Name: st.name, NotAfter: c.Leaf.NotAfter}
 }
 
-// fetch returns a newer certificate for st than old: one the cache holds
-// that is not yet due for renewal (unless force), or a new one from the CA,
-// which it stores in the cache.
-func (a *acmeSource) fetch(ctx context.Context, st *nameState, old *tls.Certificate, force bool) (*tls.Certificate, error) {
+// fetch returns a newer certificate for st than old, and whether it
+// ordered it: one the cache holds that is not yet due for renewal and is
+// not old (another node, or an earlier run, got it), or old itself when the
+// cache holds it and force is false; otherwise a new one from the CA, which
+// it stores in the cache. With a shared cache the lock makes this one order
+// among all nodes: the others find its result in the cache when they get
+// the lock, and so do nodes asked to renew (force) at the same time, since
+// the cache then holds another certificate than the one they would replace.
+func (a *acmeSource) fetch(ctx context.Context, st *nameState, old *tls.Certificate, force bool) (*tls.Certificate, bool, error) {
 	if l, ok := a.cache.(Locker); ok {
 		unlock, err := l.Lock(ctx, st.name+"+lock")
 		if err != nil {
-			return nil, fmt.Errorf("certs: locking %q for an order: %w", st.name, err)
+			return nil, false, fmt.Errorf("certs: locking %q for an order: %w", st.name, err)
 		}
 		defer unlock()
 	}
-	if !force {
-		c, err := a.cacheGet(ctx, st.name)
-		if err == nil && a.cfg.now().Before(a.renewAt(c.Leaf)) {
-			if old != nil && old.Leaf.Equal(c.Leaf) {
-				return old, nil
-			}
-			return c, nil
+	c, err := a.cacheGet(ctx, st.name)
+	if err == nil && a.cfg.now().Before(a.renewAt(c.Leaf)) {
+		switch {
+		case old == nil || !old.Leaf.Equal(c.Leaf):
+			return c, false, nil
+		case !force:
+			return old, false, nil
 		}
 	}
-	c, err := a.order(ctx, st.name)
+	if ctx.Err() != nil { // ended while waiting for the lock: no order
+		return nil, false, ctx.Err()
+	}
+	var notAfter time.Time
+	if old != nil {
+		notAfter = old.Leaf.NotAfter
+	}
+	a.cfg.event(Event{Kind: EventOrdering, Name: st.name, NotAfter: notAfter})
+	c, err = a.order(ctx, st.name)
 	if err != nil {
-		return nil, fmt.Errorf("certs: ordering a certificate for %q: %w", st.name, err)
+		return nil, false, fmt.Errorf("certs: ordering a certificate for %q: %w", st.name, err)
 	}
 	if err := a.cachePut(ctx, st.name, c); err != nil {
 		// The certificate serves all the same; without the cache, the
@@ -463,7 +490,33 @@ func (a *acmeSource) fetch(ctx context.Context, st *nameState, old *tls.Certific
 		a.cfg.event(Event{Kind: EventFailed, Name: st.name, NotAfter: c.Leaf.NotAfter,
 			Err: fmt.Errorf("certs: caching the certificate for %q: %w", st.name, err)})
 	}
-	return c, nil
+	return c, true, nil
+}
+
+// recheck reads st's certificate from a shared cache again and serves it if
+// another node put a different one there (a renewal, forced or not), unless
+// an order of this node runs. The cached certificate must not be due for
+// renewal: one that is stays for this node's own order to replace.
+func (a *acmeSource) recheck(ctx context.Context, st *nameState) {
+	st.mu.Lock()
+	busy := st.ordering != nil
+	st.mu.Unlock()
+	if busy {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, cacheTimeout)
+	defer cancel()
+	c, err := a.cacheGet(ctx, st.name)
+	if err != nil || !a.cfg.now().Before(a.renewAt(c.Leaf)) {
+		return
+	}
+	old := st.cert.Load()
+	if old != nil && old.Leaf.Equal(c.Leaf) {
+		return
+	}
+	if st.cert.CompareAndSwap(old, c) { // an order that ended meanwhile wins
+		a.cfg.event(Event{Kind: EventLoaded, Name: st.name, NotAfter: c.Leaf.NotAfter})
+	}
 }
 
 // renew orders a new certificate for name now, keeping the current one in

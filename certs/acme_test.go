@@ -31,6 +31,18 @@ func (l *eventLog) add(e certs.Event) {
 	l.events = append(l.events, e)
 }
 
+func (l *eventLog) ofKind(kind certs.EventKind) []certs.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var evs []certs.Event
+	for _, e := range l.events {
+		if e.Kind == kind {
+			evs = append(evs, e)
+		}
+	}
+	return evs
+}
+
 func (l *eventLog) count(kind certs.EventKind, name string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

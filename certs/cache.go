@@ -31,9 +31,13 @@ type DirCache = autocert.DirCache
 // instance). Before ordering a name's certificate a Manager takes the lock
 // named after it, then looks in the cache again: so one node orders and the
 // others read what it stored. Challenge answers go to the cache too, so that
-// whichever node the CA reaches can answer.
+// whichever node the CA reaches can answer. A Manager whose cache is a
+// Locker also shares its TLS session ticket keys through it, and reads its
+// certificates again now and then to serve what another node renewed.
 type Locker interface {
 	// Lock blocks until it holds key across all nodes, or ctx is done. The
-	// lock must outlive an order (ten minutes) unless unlock is called.
+	// lock is held until unlock is called or ctx is done, however long the
+	// order takes; a holder that dies without unlock must lose it after a
+	// bounded time (a Redis lock's ttl), so that another node takes over.
 	Lock(ctx context.Context, key string) (unlock func(), err error)
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/acme"
@@ -86,6 +87,11 @@ type Config struct {
 	// RetryMin and RetryMax bound the exponential backoff between failed
 	// orders of a name. If zero, one minute and one hour.
 	RetryMin, RetryMax time.Duration
+	// RecheckInterval is how often a Manager whose Cache is shared (a
+	// [Locker]) reads its certificates and session ticket keys from the
+	// cache again, to serve what another node renewed or rotated. If zero,
+	// DefaultRecheckInterval.
+	RecheckInterval time.Duration
 
 	// CertFile and KeyFile are the PEM certificate chain and key of
 	// ModeFiles, re-read by [Manager.Reload].
@@ -98,29 +104,49 @@ type Config struct {
 	// Now returns the current time. If nil, time.Now.
 	Now func() time.Time
 
-	// OnEvent, if not nil, is called after each certificate event (loaded,
-	// obtained, renewed, failed), for the caller to log. It must not block.
+	// OnEvent, if not nil, is called after each certificate event (see
+	// [EventKind]), for the caller to log. It must not block.
 	OnEvent func(Event)
 }
+
+// DefaultRecheckInterval is how often a Manager with a shared cache reads
+// it again when Config.RecheckInterval is zero.
+const DefaultRecheckInterval = 10 * time.Minute
 
 // EventKind says what happened to a certificate.
 type EventKind string
 
 // The kinds of [Event].
 const (
-	EventLoaded   EventKind = "loaded"   // read from the cache or files
-	EventObtained EventKind = "obtained" // a first certificate was issued
-	EventRenewed  EventKind = "renewed"  // a certificate was replaced
-	EventFailed   EventKind = "failed"   // an order, a reload or a cache write failed
+	// EventLoaded: a certificate was read from the cache (at start, or one
+	// that another node ordered) or from files.
+	EventLoaded EventKind = "loaded"
+	// EventOrdering: this node starts an ACME order for the name (it holds
+	// the name's lock, and the cache has nothing newer).
+	EventOrdering EventKind = "ordering"
+	// EventObtained: this node's order brought the name's first
+	// certificate.
+	EventObtained EventKind = "obtained"
+	// EventRenewed: this node's order replaced the name's certificate.
+	EventRenewed EventKind = "renewed"
+	// EventFailed: an order, a reload or a cache write failed; Err says
+	// why and NextRetry when the order is tried again.
+	EventFailed EventKind = "failed"
+	// EventTicketKeysFailed: the TLS session ticket keys could not be read
+	// from or written to the shared cache (Err); the node rotates keys of
+	// its own meanwhile (sessions then resume on this node only) and tries
+	// again at NextRetry. Name is empty.
+	EventTicketKeysFailed EventKind = "ticket_keys_failed"
 )
 
-// Event reports a certificate event to [Config.OnEvent].
+// Event reports a certificate event to [Config.OnEvent]. It never holds a
+// key.
 type Event struct {
 	Kind      EventKind
 	Name      string    // the host name (the certificate file in ModeFiles)
-	NotAfter  time.Time // the expiry of the certificate in use, if any
-	Err       error     // for EventFailed
-	NextRetry time.Time // for EventFailed: when the order is tried again
+	NotAfter  time.Time // the expiry of the certificate in use (or loaded, obtained, renewed), if any
+	Err       error     // for EventFailed and EventTicketKeysFailed
+	NextRetry time.Time // for EventFailed and EventTicketKeysFailed: when it is tried again
 }
 
 // NameStatus is the state of one name's certificate, for readiness checks.
@@ -145,11 +171,12 @@ type source interface {
 // Manager provides certificates for TLS servers. Its methods are safe for
 // concurrent use.
 type Manager struct {
-	mode  string
-	src   source
-	local *localCA    // ModeSelfSigned
-	files *fileSource // ModeFiles
-	acme  *acmeSource // ModeACME
+	mode    string
+	src     source
+	tickets *tickets
+	local   *localCA    // ModeSelfSigned
+	files   *fileSource // ModeFiles
+	acme    *acmeSource // ModeACME
 }
 
 // Validate reports every problem of the configuration at once; each wraps
@@ -189,7 +216,7 @@ func (c *Config) Validate() error {
 			bad("mode %q needs cert_file and key_file", ModeFiles)
 		}
 	}
-	if c.RenewBefore < 0 || c.RetryMin < 0 || c.RetryMax < 0 {
+	if c.RenewBefore < 0 || c.RetryMin < 0 || c.RetryMax < 0 || c.RecheckInterval < 0 {
 		bad("negative duration")
 	}
 	if c.RetryMin > 0 && c.RetryMax > 0 && c.RetryMin > c.RetryMax {
@@ -210,6 +237,13 @@ func (c *Config) now() time.Time {
 		return c.Now()
 	}
 	return time.Now()
+}
+
+func (c *Config) recheckInterval() time.Duration {
+	if c.RecheckInterval > 0 {
+		return c.RecheckInterval
+	}
+	return DefaultRecheckInterval
 }
 
 // cache returns the configured cache, or nil when there is none.
@@ -288,6 +322,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.tickets = newTickets(context.Background(), &cfg, cfg.cache())
 	return m, nil
 }
 
@@ -299,8 +334,14 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 }
 
 // TLSConfig returns a new tls.Config for an HTTPS server: GetCertificate,
-// TLS 1.2 at least, and ALPN h2, http/1.1 (and acme-tls/1 in ModeACME). An
-// HTTP/3 server uses the same GetCertificate with NextProtos h3.
+// TLS 1.2 at least, ALPN h2, http/1.1 (and acme-tls/1 in ModeACME), and
+// session tickets (resumption) with the Manager's keys: WrapSession and
+// UnwrapSession encrypt and decrypt them with keys that [Manager.Run]
+// rotates every TicketKeyRotation, keeping the last two for decryption, and
+// shares with the other nodes through a shared cache (a [Locker]), so that
+// a session begun on one node resumes on another. A clone of the config
+// keeps them (an HTTP/3 server's config, cloned with NextProtos h3, resumes
+// alike).
 func (m *Manager) TLSConfig() *tls.Config {
 	protos := []string{"h2", "http/1.1"}
 	if m.mode == ModeACME {
@@ -310,6 +351,8 @@ func (m *Manager) TLSConfig() *tls.Config {
 		GetCertificate: m.GetCertificate,
 		MinVersion:     tls.VersionTLS12,
 		NextProtos:     protos,
+		WrapSession:    m.tickets.wrap,
+		UnwrapSession:  m.tickets.unwrap,
 	}
 }
 
@@ -343,17 +386,35 @@ func redirectHTTPS(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusFound)
 }
 
-// Run obtains missing certificates and renews them ahead of expiry, in
-// ModeACME, until ctx is done; it then returns nil. In the other modes it
-// only waits for ctx.
+// Run keeps the Manager's certificates and session ticket keys until ctx
+// is done: in ModeACME it obtains missing certificates and renews them ahead
+// of expiry (and, with a shared cache, serves what other nodes renewed); in
+// every mode it rotates the session ticket keys, through a shared cache when
+// there is one. Call it once, and wait for it.
+//
+// Run returns nil when ctx is done, after every goroutine it started has
+// ended. It returns for no other reason and has no fatal error: a failed
+// order, renewal or exchange with the cache is retried (with backoff) and
+// reported through [Config.OnEvent] and [Manager.Status], and the current
+// certificate and keys stay in use meanwhile. (An order started by a
+// handshake for a name without a certificate runs in a goroutine of its
+// own, bounded by the order timeout of five minutes, so that the order is
+// not lost when the handshake gives up.)
 func (m *Manager) Run(ctx context.Context) error {
-	return m.src.run(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { m.tickets.run(ctx) })
+	err := m.src.run(ctx)
+	wg.Wait()
+	return err
 }
 
 // Renew orders a new certificate for a configured name now, in ModeACME,
 // and replaces the current one when it has arrived; handshakes meanwhile
 // keep the current one. Operators use it after a key compromise or a
-// revocation. In other modes it does nothing.
+// revocation. If the cache holds another certificate than the current one
+// when the name's lock is taken (another node sharing the cache renewed it
+// meanwhile, for the same reason), that one is used and nothing is ordered.
+// In other modes it does nothing.
 func (m *Manager) Renew(ctx context.Context, name string) error {
 	if m.acme == nil {
 		return nil

@@ -24,7 +24,22 @@
 // waits for it (unless a failed order waits for its retry time). Several
 // nodes may share a [Cache]; if it also implements [Locker], one node orders
 // a name and the others read the result, and challenge answers go through
-// the cache so that whichever node the CA reaches can answer.
+// the cache so that whichever node the CA reaches can answer. Renewals are
+// coordinated the same way (nodes asked to renew at once make one order),
+// and the nodes read the cache again every [Config.RecheckInterval] to serve
+// what another renewed. A lock holder that dies loses its lock when the
+// lock expires, and another node orders then. [LayeredCache] puts a shared
+// cache over a local directory, which keeps a warm copy and serves when the
+// shared one is away; [StorageCache] makes a Cache and a Locker of the
+// edge's store without importing it.
+//
+// TLS session tickets (RFC 8446, section 4.6.1; RFC 5077 for TLS 1.2) are
+// encrypted with keys that [Manager.Run] rotates every [TicketKeyRotation],
+// keeping the two previous keys for decryption and the next one ready. With
+// a shared cache one node, under the lock, rotates and stores the set and
+// the others read it, so that a session resumes on any node. The keys are
+// secrets: they are stored like certificate keys and never logged or put in
+// an event.
 //
 // ModeSelfSigned makes a local ECDSA P-256 CA once (kept in the cache, or in
 // memory without one) and signs a leaf per server name on demand; a hello

@@ -1,6 +1,7 @@
 package certs_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -47,4 +48,37 @@ func Example() {
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Println(string(body))
 	// Output: hello over HTTP/2.0
+}
+
+// Certificates shared by several nodes: a shared cache and lock over this
+// node's own directory, which keeps a warm copy. The edge builds the shared
+// part from its store (store.Store has Storage's method set). (Not run: it
+// needs a CA and a store.)
+func ExampleLayeredCache() {
+	var st certs.Storage // the edge's store.Resilient, for instance
+	m, err := certs.New(certs.Config{
+		Mode:  certs.ModeACME,
+		Hosts: []string{"example.org"},
+		Cache: certs.LayeredCache{
+			Shared: certs.StorageCache{
+				Storage:    st,
+				IsNotFound: func(err error) bool { return false /* errors.Is(err, store.ErrNotFound) */ },
+			},
+			Local: certs.DirCache("/var/lib/edge"),
+		},
+		OnEvent: func(e certs.Event) {
+			log.Printf("certificate %s: %s, expires %s, error %v, next try %s", e.Name, e.Kind, e.NotAfter, e.Err, e.NextRetry)
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }() // orders, renews, follows the other nodes, rotates ticket keys
+	defer func() { stop(); <-ran }()
+	srv := &http.Server{Addr: ":443", TLSConfig: m.TLSConfig()}
+	if err := srv.ListenAndServeTLS("", ""); err != nil {
+		log.Print(err)
+	}
 }

@@ -164,13 +164,18 @@ func isAuthorizationError(err error) bool {
 
 // authorize creates an order for name and satisfies its pending
 // authorizations with challenges of type typ; it returns the ready order.
-func (a *acmeSource) authorize(ctx context.Context, client *acme.Client, name, typ string) (*acme.Order, error) {
+func (a *acmeSource) authorize(ctx context.Context, client *acme.Client, name, typ string) (_ *acme.Order, err error) {
 	o, err := client.AuthorizeOrder(ctx, acme.DomainIDs(name))
 	if err != nil {
 		return nil, fmt.Errorf("new order: %w", err)
 	}
-	// Pending authorizations left behind count against the CA's limits.
-	defer a.deactivatePending(client, o.AuthzURLs)
+	defer func() {
+		if err != nil {
+			// Pending authorizations left behind count against the CA's
+			// limits; after success none is pending.
+			a.deactivatePending(ctx, client, o.AuthzURLs)
+		}
+	}()
 	switch o.Status {
 	case acme.StatusReady:
 		return o, nil
@@ -215,18 +220,17 @@ func (a *acmeSource) authorize(ctx context.Context, client *acme.Client, name, t
 	return o, nil
 }
 
-// deactivatePending gives up the authorizations still pending, in the
-// background, ignoring errors.
-func (a *acmeSource) deactivatePending(client *acme.Client, urls []string) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for _, u := range urls {
-			if z, err := client.GetAuthorization(ctx, u); err == nil && z.Status == acme.StatusPending {
-				client.RevokeAuthorization(ctx, u)
-			}
+// deactivatePending gives up the authorizations still pending, ignoring
+// errors, within deactivateTimeout, also when ctx has ended (the order was
+// abandoned: all the more reason to release what it left).
+func (a *acmeSource) deactivatePending(ctx context.Context, client *acme.Client, urls []string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deactivateTimeout)
+	defer cancel()
+	for _, u := range urls {
+		if z, err := client.GetAuthorization(ctx, u); err == nil && z.Status == acme.StatusPending {
+			client.RevokeAuthorization(ctx, u)
 		}
-	}()
+	}
 }
 
 // provision makes the challenge's answer available to the CA (in memory and

@@ -43,6 +43,9 @@ type testEdge struct {
 	mgr               atomic.Pointer[certs.Manager]
 	refuseALPN        map[string]bool // names whose tls-alpn-01 validation fails
 	refuseHTTP        map[string]bool // names whose http-01 validation fails
+	// onALPN, if set, sees each tls-alpn-01 validation before it is
+	// answered; an error fails it.
+	onALPN atomic.Pointer[func(name string) error]
 
 	mu         sync.Mutex
 	alpnHellos map[string]int // tls-alpn-01 validations per name
@@ -134,6 +137,11 @@ func (e *testEdge) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate,
 	if len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == "acme-tls/1" {
 		if e.refuseALPN[hello.ServerName] {
 			return nil, fmt.Errorf("test: tls-alpn-01 refused for %q", hello.ServerName)
+		}
+		if f := e.onALPN.Load(); f != nil {
+			if err := (*f)(hello.ServerName); err != nil {
+				return nil, err
+			}
 		}
 		e.mu.Lock()
 		e.alpnHellos[hello.ServerName]++

@@ -4,9 +4,13 @@
 // locks (so that one node orders a certificate while the others wait and read
 // it).
 //
-// Two implementations have the same behaviour: [Memory], for one node, bounded
-// in size and swept of expired entries; and [Redis], for many nodes sharing a
-// Redis or Valkey server through github.com/redis/go-redis/v9.
+// Three implementations have the same behaviour: [Memory], for one node,
+// bounded in size and swept of expired entries; [Redis], for many nodes
+// sharing a Redis or Valkey server through github.com/redis/go-redis/v9; and
+// [Resilient], a Redis store that falls back to a Memory store while Redis is
+// away (each call bounded by a short timeout), says so through
+// [Resilient.Health] and a callback, and writes back what changed meanwhile
+// when Redis returns, so that no request fails because Redis is down.
 //
 // The Redis mapping follows the Redis command reference
 // (https://redis.io/docs/latest/commands/):
@@ -21,6 +25,11 @@
 //   - Lock is SET NX PX with a random value, retried until acquired; unlock
 //     deletes the key only if it still holds that value (one Lua script), the
 //     single-instance lock of https://redis.io/docs/latest/develop/use/patterns/distributed-locks/.
+//     While held, the lock is renewed every third of its ttl by a
+//     compare-and-extend script (PEXPIRE only if the key still holds the
+//     value), so a lock outlives a long ACME order; when its owner's context
+//     ends, or the owner dies, renewal stops and the lock expires within
+//     ttl.
 //
 // Keys are namespaced by kind ("maat:mark:", "maat:rate:", "maat:blob:",
 // "maat:lock:"), so a mark, a bucket, a blob and a lock of the same name are

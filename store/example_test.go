@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"log"
+	"sync"
 	"time"
 
 	"github.com/maatproxy/maat/store"
@@ -28,4 +30,36 @@ func Example() {
 	// allowed: true retry after: 0s
 	// allowed: true retry after: 0s
 	// allowed: false retry after: 500ms
+}
+
+// A node that shares marks and counters through Redis, and keeps serving
+// from memory while Redis is away. (Not run: it needs a Redis server.)
+func ExampleNewResilient() {
+	r, err := store.OpenRedis("redis://127.0.0.1:6379/0") // no I/O: Redis may be down at start
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := store.NewResilient(r, store.NewMemory(), store.ResilientConfig{
+		OnStateChange: func(degraded bool, err error) {
+			if degraded {
+				log.Printf("store degraded: %v", err)
+			} else {
+				log.Print("store recovered")
+			}
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Run(ctx) }) // probes, reports, recovers
+	defer func() { stop(); wg.Wait() }()
+
+	first, err := s.MarkOnce(ctx, "token:3f9a", 5*time.Minute) // never fails because Redis is down
+	fmt.Println(first, err)
+	if ok, since, err := s.Health(); !ok {
+		fmt.Printf("degraded since %v: %v\n", since, err)
+	}
 }

@@ -256,7 +256,8 @@ func (m *Memory) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// Lock implements Store.
+// Lock implements Store. The lock holds no timer while its owner lives:
+// its expiry is set, ttl ahead, only when ctx is done (context.AfterFunc).
 func (m *Memory) Lock(ctx context.Context, key string, ttl time.Duration) (func(), error) {
 	if err := m.check(ctx); err != nil {
 		return nil, err
@@ -267,12 +268,19 @@ func (m *Memory) Lock(ctx context.Context, key string, ttl time.Duration) (func(
 	id := m.lockID.Add(1)
 	s := m.shard(key)
 	for delay := lockPollMin; ; {
-		acquired, err := m.tryLock(s, key, id, ttl)
+		acquired, err := m.tryLock(s, key, id)
 		if err != nil {
 			return nil, err
 		}
 		if acquired {
-			return func() { m.unlock(s, key, id) }, nil
+			stop := context.AfterFunc(ctx, func() { m.abandon(s, key, id, ttl) })
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					stop()
+					m.unlock(s, key, id)
+				})
+			}, nil
 		}
 		if delay, err = waitLock(ctx, delay); err != nil {
 			return nil, err
@@ -283,7 +291,10 @@ func (m *Memory) Lock(ctx context.Context, key string, ttl time.Duration) (func(
 	}
 }
 
-func (m *Memory) tryLock(s *shard, key string, id uint64, ttl time.Duration) (bool, error) {
+// held is the expiry of a lock whose owner lives.
+const held = time.Duration(1<<63 - 1)
+
+func (m *Memory) tryLock(s *shard, key string, id uint64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := m.now()
@@ -294,9 +305,19 @@ func (m *Memory) tryLock(s *shard, key string, id uint64, ttl time.Duration) (bo
 	if !ok && !s.room(now, m.perShard, false) {
 		return false, ErrFull
 	}
-	s.locks[key] = heldLock{id: id, expiry: now + ttl}
-	s.noteExpiry(now + ttl)
+	s.locks[key] = heldLock{id: id, expiry: held}
 	return true, nil
+}
+
+// abandon starts the expiry of lock id, whose owner's context is done.
+func (m *Memory) abandon(s *shard, key string, id uint64, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.locks[key]; ok && l.id == id {
+		now := m.now()
+		s.locks[key] = heldLock{id: id, expiry: now + ttl}
+		s.noteExpiry(now + ttl)
+	}
 }
 
 func (m *Memory) unlock(s *shard, key string, id uint64) {

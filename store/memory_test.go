@@ -74,8 +74,10 @@ func TestMemorySweep(t *testing.T) {
 			m.Take(ctx, fmt.Sprint("bucket", i), 1, 10) // full again in 1 s
 		}
 		m.Put(ctx, "blob", []byte("kept"))
-		unlock, _ := m.Lock(ctx, "lock", 2*time.Minute)
+		lockCtx, abandon := context.WithCancel(ctx)
+		unlock, _ := m.Lock(lockCtx, "lock", 2*time.Minute)
 		defer unlock()
+		abandon() // the lock expires 2 minutes from now
 		if n := m.Len(); n != 202 {
 			t.Fatalf("Len = %d; want 202", n)
 		}
@@ -146,30 +148,49 @@ func TestMemoryFull(t *testing.T) {
 	}
 }
 
+// TestMemoryLockExpiry: a lock is held past its ttl while its owner lives,
+// and expires ttl after the owner's context ends without unlock.
 func TestMemoryLockExpiry(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		m := NewMemory()
 		defer m.Close()
-		start := time.Now()
-		unlockA, err := m.Lock(t.Context(), "cert", 30*time.Second)
+		ownerCtx, die := context.WithCancel(t.Context())
+		unlockA, err := m.Lock(ownerCtx, "cert", 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
+		ctx, cancel := context.WithTimeout(t.Context(), 3*30*time.Second)
+		defer cancel()
+		if _, err := m.Lock(ctx, "cert", time.Hour); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock of a lock held for 3×ttl error = %v; want DeadlineExceeded", err)
+		}
+		die()
+		start := time.Now()
 		unlockB, err := m.Lock(t.Context(), "cert", time.Hour) // waits for A's lock to expire
 		if err != nil {
 			t.Fatal(err)
 		}
 		if waited := time.Since(start); waited < 30*time.Second || waited > 30*time.Second+lockPollMax {
-			t.Fatalf("B got the lock after %v; want 30s (+ one poll)", waited)
+			t.Fatalf("B got the lock %v after A's owner died; want 30s (+ one poll)", waited)
 		}
 		unlockA() // stale: must not release B's lock
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		ctx, cancel = context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		if _, err := m.Lock(ctx, "cert", time.Hour); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Lock after a stale unlock error = %v; want DeadlineExceeded", err)
 		}
 		unlockB()
+		unlockB() // twice is no error
+		before := time.Now()
+		unlockC, err := m.Lock(t.Context(), "cert", time.Hour)
+		if err != nil {
+			t.Fatalf("Lock after unlock: %v", err)
+		}
+		if waited := time.Since(before); waited != 0 {
+			t.Errorf("Lock after unlock waited %v; want no wait", waited)
+		}
+		unlockC()
 	})
 }
 

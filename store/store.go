@@ -24,9 +24,12 @@ type Store interface {
 	Put(ctx context.Context, key string, data []byte) error
 	// Delete removes the blob under key; deleting a missing key is no error.
 	Delete(ctx context.Context, key string) error
-	// Lock waits until it holds the lock key, or ctx is done. The lock
-	// expires after ttl if unlock is not called first; unlock releases it
-	// only if it is still held by this caller.
+	// Lock waits until it holds the lock key, or ctx is done. The lock is
+	// held until unlock is called or ctx is done, however long that is;
+	// after ctx is done without unlock (its owner gave up or died), it
+	// expires within ttl, so that another caller can take it. unlock
+	// releases the lock only if it is still held by this caller; calling it
+	// more than once is no error.
 	Lock(ctx context.Context, key string, ttl time.Duration) (unlock func(), err error)
 	// Close releases the resources of the store.
 	Close() error
@@ -35,6 +38,7 @@ type Store interface {
 var (
 	_ Store = (*Memory)(nil)
 	_ Store = (*Redis)(nil)
+	_ Store = (*Resilient)(nil)
 )
 
 var (

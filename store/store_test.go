@@ -3,21 +3,13 @@ package store
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"log/slog"
 	"math"
-	"net"
-	"os/exec"
-	"strconv"
-	"strings"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/maatproxy/maat/internal/testenv"
 )
 
 // behaviour is what every Store does, run against each implementation.
@@ -211,10 +203,8 @@ var behaviour = []struct {
 					return
 				}
 				n := holders.Add(1)
-				if n > maxHolders.Load() {
-					maxHolders.Store(n)
-				}
-				time.Sleep(time.Millisecond)
+				raiseMax(&maxHolders, n)
+				runtime.Gosched() // let the others try while it is held
 				holders.Add(-1)
 				done.Add(1)
 				unlock()
@@ -239,8 +229,22 @@ var behaviour = []struct {
 	}},
 }
 
-// TestBehaviour runs the behaviour table against Memory and a real
-// redis-server.
+// raiseMax raises m to n if n is larger, with compare-and-swap, so that no
+// concurrent raise is lost.
+func raiseMax[T int32 | int64](m interface {
+	Load() T
+	CompareAndSwap(old, new T) bool
+}, n T) {
+	for old := m.Load(); n > old; old = m.Load() {
+		if m.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// TestBehaviour runs the behaviour table against Memory, a real
+// redis-server, a Resilient store over it, and a Resilient store whose
+// Redis never answers (degraded: everything from memory).
 func TestBehaviour(t *testing.T) {
 	t.Parallel()
 	mem := NewMemory()
@@ -251,6 +255,16 @@ func TestBehaviour(t *testing.T) {
 	}{
 		{"memory", func(*testing.T) Store { return mem }},
 		{"redis", func(t *testing.T) Store { return newTestRedis(t) }},
+		// A generous timeout: a slow call under -race must not switch
+		// the store to memory halfway through a lock test.
+		{"resilient", func(t *testing.T) Store { return newTestResilient(t, newTestRedis(t), 5*time.Second) }},
+		{"resilient_degraded", func(t *testing.T) Store {
+			r, err := OpenRedis("redis://" + closedPort(t) + "/0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return newTestResilient(t, r, time.Second)
+		}},
 	}
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
@@ -263,190 +277,5 @@ func TestBehaviour(t *testing.T) {
 				})
 			}
 		})
-	}
-}
-
-// newTestRedis starts a redis-server on a free loopback port, without
-// persistence, and returns a Redis store connected to it. Both are closed
-// when the test ends.
-func newTestRedis(t testing.TB) *Redis {
-	t.Helper()
-	bin := testenv.NeedCommand(t, "redis-server", "valkey-server")
-	for attempt := 0; ; attempt++ {
-		r, err := startRedis(t, bin)
-		if err == nil {
-			return r
-		}
-		if attempt == 4 {
-			t.Fatalf("starting %s: %v", bin, err)
-		}
-	}
-}
-
-// startRedis starts one redis-server and connects to it. The port is free
-// when chosen, but another test (of this package or another) may take it
-// before the server binds it, so the server that answers must prove to be
-// ours by its process id.
-func startRedis(t testing.TB, bin string) (*Redis, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	stop := func() { cmd.Process.Kill(); <-exited }
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for range 100 {
-		select {
-		case <-exited:
-			return nil, fmt.Errorf("exited: %s", out.String())
-		default:
-		}
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	r, err := NewRedis(t.Context(), "redis://"+addr+"/0")
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	info, err := r.client.Info(t.Context(), "server").Result()
-	if want := fmt.Sprintf("process_id:%d\r\n", cmd.Process.Pid); err != nil || !strings.Contains(info, want) {
-		r.Close()
-		stop()
-		return nil, fmt.Errorf("the server on %s is not ours (%v)", addr, err)
-	}
-	t.Cleanup(func() { r.Close(); stop() })
-	return r, nil
-}
-
-func TestRedisExpiry(t *testing.T) {
-	t.Parallel()
-	r := newTestRedis(t)
-	ctx := t.Context()
-	if _, err := r.MarkOnce(ctx, "m", 90*time.Second+500*time.Microsecond); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := r.Take(ctx, "b", 0.01, 10); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name     string
-		key      string
-		min, max time.Duration
-	}{
-		{"mark", prefixMark + "m", 80 * time.Second, 90*time.Second + time.Millisecond},
-		// one token of ten taken at 0.01/s: full again in 100 s
-		{"bucket", prefixRate + "b", 80 * time.Second, 100*time.Second + time.Millisecond},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ttl, err := r.client.PTTL(ctx, tt.key).Result()
-			if err != nil || ttl < tt.min || ttl > tt.max {
-				t.Fatalf("PTTL %s = %v, %v; want in [%v, %v]", tt.key, ttl, err, tt.min, tt.max)
-			}
-		})
-	}
-}
-
-// TestRedisLockExpired checks that unlocking a lock that expired and was
-// taken by another leaves the other's lock alone.
-func TestRedisLockExpired(t *testing.T) {
-	t.Parallel()
-	r := newTestRedis(t)
-	unlockA, err := r.Lock(t.Context(), "l", 20*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(60 * time.Millisecond)
-	unlockB, err := r.Lock(t.Context(), "l", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlockB()
-	unlockA()
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := r.Lock(ctx, "l", time.Hour); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Lock after a stale unlock error = %v; want DeadlineExceeded", err)
-	}
-}
-
-func TestNewRedisErrors(t *testing.T) {
-	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedPort := l.Addr().String()
-	l.Close()
-	tests := []struct {
-		name, url string
-	}{
-		{"bad_scheme", "http://127.0.0.1:6379"},
-		{"nothing_listening", "redis://" + closedPort + "/0"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-			defer cancel()
-			if r, err := NewRedis(ctx, tt.url); err == nil {
-				r.Close()
-				t.Fatalf("NewRedis(%q) succeeded; want an error", tt.url)
-			}
-		})
-	}
-}
-
-func BenchmarkRedisTake(b *testing.B) {
-	r := newTestRedis(b)
-	ctx := b.Context()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, _, err := r.Take(ctx, "203.0.113.7", 1e9, 100); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkRedisMarkOnce(b *testing.B) {
-	r := newTestRedis(b)
-	ctx := b.Context()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if _, err := r.MarkOnce(ctx, strconv.Itoa(i), time.Minute); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
-}
-
-// TestRedisLogger: go-redis's messages reach the edge's structured log as
-// warnings, not its own standard-error lines.
-func TestRedisLogger(t *testing.T) {
-	t.Parallel()
-	var buf bytes.Buffer
-	redisLogger{slog.New(slog.NewJSONHandler(&buf, nil))}.Printf(context.Background(), "redis: pool: %s after %d tries", "dial tcp: refused", 3)
-	var rec map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
-		t.Fatalf("%v: %s", err, buf.Bytes())
-	}
-	if rec["level"] != "WARN" || rec["msg"] != "redis" || rec["component"] != "redis" || rec["message"] != "redis: pool: dial tcp: refused after 3 tries" {
-		t.Errorf("record %v", rec)
 	}
 }
