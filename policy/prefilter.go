@@ -34,6 +34,7 @@ type prefilter struct {
 type regexMatcher struct {
 	re    *regexp.Regexp
 	lits  []int32 // literal indexes; nil means no prefilter: always run
+	sum   uint64  // the literal indexes modulo 64, as bits: a quick "none found"
 	exact bool    // containing one literal is the same as matching
 }
 
@@ -93,6 +94,7 @@ func (p *prefilter) compile(expr string) (*regexMatcher, error) {
 			return m, nil
 		}
 		ids = append(ids, i)
+		m.sum |= 1 << (i & 63)
 		if !l.fold {
 			exact = false // the prefilter folds case; the regexp must check
 		}
@@ -174,10 +176,11 @@ func minLen(ls []lit) int {
 	return m
 }
 
-// scan sets in found the literals s contains. When s is not ASCII the
-// prefilter cannot rule anything out (Unicode case folding) and all
-// reports false: the caller then runs every regexp.
-func (p *prefilter) scan(s string, found *litBits) (all bool) {
+// scan sets in found the literals s contains, and in sum their indexes
+// modulo 64. When s is not ASCII the prefilter cannot rule anything out
+// (Unicode case folding) and all reports true: the caller then runs every
+// regexp.
+func (p *prefilter) scan(s string, found *litBits, sum *uint64) (all bool) {
 	if len(p.lits) == 0 {
 		return false
 	}
@@ -196,6 +199,7 @@ func (p *prefilter) scan(s string, found *litBits) (all bool) {
 			l := p.lits[id]
 			if len(s)-i >= len(l) && foldHasPrefix(s[i:], l) {
 				found.set(id)
+				*sum |= 1 << (id & 63)
 			}
 		}
 	}
@@ -213,9 +217,18 @@ func foldHasPrefix(s, lit string) bool {
 	return true
 }
 
+// absent reports, from the scan's summary alone, that none of m's literals
+// is in the string, so that m cannot match.
+func (m *regexMatcher) absent(sum uint64, all bool) bool {
+	return m.lits != nil && !all && m.sum&sum == 0
+}
+
 // match runs m on s given the scan's result.
-func (m *regexMatcher) match(s string, found *litBits, all bool) bool {
+func (m *regexMatcher) match(s string, found *litBits, sum uint64, all bool) bool {
 	if m.lits != nil && !all {
+		if m.sum&sum == 0 {
+			return false // none of m's literals is in s
+		}
 		hit := false
 		for _, id := range m.lits {
 			if found.has(id) {
