@@ -90,3 +90,5 @@ func mustParse(t testing.TB, src string) *Policy {
 }
 
 func names(d *Decision) []string { return d.AppendNames(nil) }
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
