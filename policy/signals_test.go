@@ -198,3 +198,77 @@ func TestSignalNames(t *testing.T) {
 		t.Error("Action(99).String()")
 	}
 }
+
+func TestBrowserAgrees(t *testing.T) {
+	t.Parallel()
+	p := mustDefault(t)
+	tests := []struct {
+		name string
+		edit func(r *Request)
+		want bool
+	}{
+		{"Chrome on Chrome's TLS and HTTP/2", nil, true},
+		{"Chrome on Edge's TLS", func(r *Request) { r.ClientFamily = "edge" }, true},
+		{"Chrome on an unknown JA4", func(r *Request) { r.ClientFamily = "" }, false},
+		{"Chrome on Firefox's TLS", func(r *Request) { r.ClientFamily = "firefox" }, false},
+		{"Chrome with curl's HTTP/2 fingerprint", func(r *Request) { r.H2FP = "3:100;4:33554432;2:0|33488897|0|m,p,s,a" }, false},
+		{"Chrome with Chromium 156's HTTP/2 fingerprint", func(r *Request) { r.H2FP = "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p" }, true},
+		{"Chrome on HTTP/3", func(r *Request) { r.Proto, r.H2FP = "HTTP/3.0", "" }, true},
+		{"Chrome without an HTTP/2 fingerprint", func(r *Request) { r.H2FP = "" }, true},
+		{"Firefox", func(r *Request) {
+			r.Header.Set("User-Agent", uaFirefox)
+			r.ClientFamily = "firefox"
+			r.H2FP = "1:65536;2:0;4:131072;5:16384|12517377|0|m,p,a,s"
+		}, true},
+		{"Safari on iOS's TLS", func(r *Request) {
+			r.Header.Set("User-Agent", uaIPhone)
+			r.ClientFamily = "ios"
+			r.H2FP = "2:0;3:100;4:2097152;8:1;9:1|10420225|0|m,s,a,p"
+		}, true},
+		{"a bot token", func(r *Request) { r.Header.Set("User-Agent", uaChrome+" FetchBot/1.0") }, false},
+		{"no browser claimed", func(r *Request) { r.Header.Set("User-Agent", "curl/8.5.0") }, false},
+		{"a malformed HTTP/2 fingerprint", func(r *Request) { r.H2FP = "x|y|z|m,a,s,p,q" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := chromeRequest()
+			if tt.edit != nil {
+				tt.edit(r)
+			}
+			if d := p.Evaluate(r); d.BrowserAgrees != tt.want {
+				t.Errorf("BrowserAgrees = %v, want %v", d.BrowserAgrees, tt.want)
+			}
+		})
+	}
+}
+
+func TestLied(t *testing.T) {
+	t.Parallel()
+	off := mustParse(t, "bots: [{name: x, path_regex: ^/x$, action: DENY}]\nsignals: {ua_tls_mismatch: off, headless: off}")
+	tests := []struct {
+		name string
+		edit func(r *Request)
+		want bool
+	}{
+		{"real Chrome", nil, false},
+		{"browser headers missing is not a lie", func(r *Request) { r.Header.Del("Accept-Language") }, false},
+		{"Chrome's User-Agent on curl", func(r *Request) { r.ClientFamily = "curl" }, true},
+		{"a failed crawler check", func(r *Request) { r.Header.Set("User-Agent", uaGooglebot); r.CrawlerVerified = CrawlerFailed }, true},
+		{"headless", func(r *Request) { r.Header.Set("User-Agent", uaHeadless) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := chromeRequest()
+			if tt.edit != nil {
+				tt.edit(r)
+			}
+			for _, p := range []*Policy{mustDefault(t), off} {
+				if d := p.Evaluate(r); d.Lied() != tt.want {
+					t.Errorf("Lied = %v, want %v (signals %v)", d.Lied(), tt.want, names(&d))
+				}
+			}
+		})
+	}
+}
