@@ -89,6 +89,18 @@ func (e *exprOrList) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// MarshalYAML writes the expression as it is read: a string, or all: /
+// any: lists.
+func (e exprOrList) MarshalYAML() (any, error) {
+	if e.Expr != "" {
+		return e.Expr, nil
+	}
+	return struct {
+		All []string `yaml:"all,omitempty"`
+		Any []string `yaml:"any,omitempty"`
+	}{e.All, e.Any}, nil
+}
+
 // source returns the expression as one CEL expression.
 func (e *exprOrList) source() (string, error) {
 	switch {
