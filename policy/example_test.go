@@ -106,3 +106,32 @@ func ExampleVerifier() {
 	// 66.249.66.1 verified
 	// 127.0.0.1 failed
 }
+
+// The edge offers the no-JS wait only where the default policy allows it:
+// a browser whose fingerprints agree with its User-Agent, no lie, and a
+// weight below WaitMaxWeight.
+func ExamplePolicy_WaitMaxWeight() {
+	p, err := policy.Default()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	chrome := "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+	for _, family := range []string{"chrome", "curl"} {
+		d := p.Evaluate(&policy.Request{
+			RemoteAddr: netip.MustParseAddr("192.0.2.1"),
+			Method:     "GET",
+			Path:       "/",
+			Proto:      "HTTP/2.0",
+			TLS:        true,
+			Header: http.Header{"User-Agent": {chrome}, "Accept": {"text/html"}, "Accept-Language": {"en"},
+				"Sec-Fetch-Mode": {"navigate"}, "Sec-Ch-Ua": {`"Chromium";v="131"`}},
+			ClientFamily: family,
+		})
+		wait := d.Action == policy.CHALLENGE && d.BrowserAgrees && !d.Lied() && d.Weight < p.WaitMaxWeight()
+		fmt.Printf("Chrome's User-Agent on %s's TLS: %s weight %d, wait offered: %v\n", family, d.Action, d.Weight, wait)
+	}
+	// Output:
+	// Chrome's User-Agent on chrome's TLS: CHALLENGE weight 10, wait offered: true
+	// Chrome's User-Agent on curl's TLS: CHALLENGE weight 40, wait offered: false
+}

@@ -324,8 +324,10 @@ func TestDocExample(t *testing.T) {
 		}
 	}
 	opts := Options{
-		ReadFile: func(string) ([]byte, error) { return []byte("- {name: x, path_regex: ^/x, action: DENY}"), nil },
-		Glob:     func(string) ([]string, error) { return []string{"rules/x.yaml"}, nil },
+		ReadFile:      func(string) ([]byte, error) { return []byte("- {name: x, path_regex: ^/x, action: DENY}"), nil },
+		Glob:          func(string) ([]string, error) { return []string{"rules/x.yaml"}, nil },
+		Geo:           Geo{ASN: true, Country: true},
+		DivertTargets: []string{"tarpit"},
 	}
 	p, err := Parse("doc.yaml", []byte(yml.String()), opts)
 	if err != nil {
