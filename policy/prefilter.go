@@ -26,7 +26,11 @@ func (b *litBits) has(i int32) bool { return b[i>>6]&(1<<(i&63)) != 0 }
 type prefilter struct {
 	lits   []string           // lower-cased, len >= 2
 	bigram [65536 / 64]uint64 // first two bytes (lower-cased) present
-	heads  map[uint16][]int32 // first two bytes → literal indexes
+	// headAt maps the first two bytes of literals (lower-cased) to 1 +
+	// their index in heads, 0 when no literal starts so: an array rather
+	// than a map, because scan looks it up at every bigram it finds.
+	headAt []uint16
+	heads  [][]int32 // literal indexes by first two bytes
 	index  map[string]int32
 }
 
@@ -39,7 +43,7 @@ type regexMatcher struct {
 }
 
 func newPrefilter() *prefilter {
-	return &prefilter{heads: map[uint16][]int32{}, index: map[string]int32{}}
+	return &prefilter{headAt: make([]uint16, 1<<16), index: map[string]int32{}}
 }
 
 func lower(b byte) byte {
@@ -62,7 +66,12 @@ func (p *prefilter) add(lit string) (int32, bool) {
 	p.index[lit] = i
 	k := uint16(lit[0])<<8 | uint16(lit[1])
 	p.bigram[k>>6] |= 1 << (k & 63)
-	p.heads[k] = append(p.heads[k], i)
+	if p.headAt[k] == 0 {
+		p.heads = append(p.heads, nil)
+		p.headAt[k] = uint16(len(p.heads)) // at most maxLiterals: fits
+	}
+	h := p.headAt[k] - 1
+	p.heads[h] = append(p.heads[h], i)
 	return i, true
 }
 
@@ -192,7 +201,7 @@ func (p *prefilter) scan(s string, found *litBits, sum *uint64) (all bool) {
 		if p.bigram[k>>6]&(1<<(k&63)) == 0 {
 			continue
 		}
-		for _, id := range p.heads[k] {
+		for _, id := range p.heads[p.headAt[k]-1] {
 			if found.has(id) {
 				continue
 			}
