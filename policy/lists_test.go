@@ -34,7 +34,7 @@ var honestClients = []struct {
 	{"Oh Dear", "Mozilla/5.0 (compatible; OhDear/1.1; +https://ohdear.app/checker)", "", "hosted-checkers", "chrome"},
 	{"Mastodon link card", "http.rb/5.1.1 (Mastodon/4.2.1; +https://mastodon.social/) Bot", "", "mastodon", "chrome"},
 	{"Mastodon ActivityPub", "http.rb/5.1.1 (Mastodon/4.2.0; +https://example.social/)", "openssl", "mastodon", "chrome"},
-	{"Pleroma", "Pleroma 2.5.2; https://pleroma.example <admin@pleroma.example>", "", "pleroma-akkoma", "go"},
+	{"Pleroma", "Pleroma 2.5.2; https://pleroma.example <admin@pleroma.example>", "", "pleroma-akkoma", "safari"},
 	{"Akkoma", "Akkoma 3.10.4; https://akkoma.example <admin@akkoma.example>", "", "pleroma-akkoma", "chrome"},
 	{"Misskey", "Misskey/2024.11.0 (https://misskey.io)", "node", "misskey", "chrome"},
 	{"Synapse", "Synapse (bot; +https://github.com/matrix-org/synapse)", "python", "synapse", "chrome"},
@@ -71,8 +71,9 @@ func monitorRequest(ua, family string) *Request {
 }
 
 // TestHonestClients: each passes the default policy by its own rule; the
-// same User-Agent on a TLS stack that is not its stack is not let through
-// by that rule, nor by any other: it is challenged.
+// same User-Agent on a browser's TLS stack, or with a browser part on
+// another stack, is not let through by that rule, nor by any other: it is
+// challenged.
 func TestHonestClients(t *testing.T) {
 	t.Parallel()
 	p := mustDefault(t)
