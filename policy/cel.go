@@ -31,7 +31,8 @@ const (
 var ErrExpression = errors.New("policy: bad expression")
 
 // botEnv is the CEL environment of rule expressions: Anubis's variables and
-// functions plus Maat's fingerprints.
+// functions plus Maat's fingerprints and geo facts (asn: the AS number, 0
+// when unknown; country: ISO 3166-1 alpha-2, "" when unknown).
 func botEnv() (*cel.Env, error) {
 	strMap := cel.MapType(cel.StringType, cel.StringType)
 	return cel.NewEnv(
@@ -51,6 +52,8 @@ func botEnv() (*cel.Env, error) {
 		cel.Variable("h2fp", cel.StringType),
 		cel.Variable("clientFamily", cel.StringType),
 		cel.Variable("proto", cel.StringType),
+		cel.Variable("asn", cel.IntType),
+		cel.Variable("country", cel.StringType),
 		cel.Function("missingHeader",
 			cel.Overload("missingHeader_map_string", []*cel.Type{strMap, cel.StringType}, cel.BoolType,
 				cel.BinaryBinding(func(m, k ref.Val) ref.Val {
@@ -214,6 +217,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return r.ClientFamily, true
 	case "proto":
 		return r.Proto, true
+	case "asn":
+		return int64(r.ASN), true
+	case "country":
+		return r.Country, true
 	}
 	return nil, false
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,6 +25,16 @@ type Policy struct {
 	ua, path   *prefilter
 	warnings   []string
 	version    string
+	geo        Geo
+	hosting    asnSet
+	status     [2]int // CHALLENGE, DENY; 0: not set
+	waitMax    int
+	diverts    []DivertTarget
+	// familyBit numbers the client families that client_family: names,
+	// so that a rule checks a request's family with one AND; famOverflow
+	// is set when more than 64 distinct names leave some without a bit.
+	familyBit   map[string]uint8
+	famOverflow bool
 }
 
 type rateKey uint8
@@ -44,12 +55,19 @@ type rule struct {
 	perSecond     float64
 	burst         int
 
+	rerouteTo string // DENY_AND_REROUTE
+	divertTo  string // DIVERT
+
 	ua, path      *regexMatcher
 	headers       []headerRegex
 	addrs         addrSet
 	ja4, hfp, h2f fpList
-	families      []string
-	signals       Signals // any of them
+	families      []string // client_family: as written
+	famMask       uint64   // the same as bits of Policy.familyBit, when all fit
+	signals       Signals  // any of them
+	asns          asnSet
+	countries     []string
+	never         bool // a geo matcher without its database
 	expr          cel.Program
 }
 
@@ -93,14 +111,6 @@ func newFPList(vals []string) fpList {
 	return f
 }
 
-type threshold struct {
-	name, id, src string
-	pred          *weightPred // nil: use prg
-	prg           cel.Program
-	action        Action
-	challenge     Challenge
-}
-
 // Parse compiles a policy file (YAML or JSON) named name. Errors name
 // name:line; they wrap ErrSyntax, ErrInvalid, ErrImport or ErrExpression.
 func Parse(name string, data []byte, opts Options) (*Policy, error) {
@@ -108,11 +118,12 @@ func Parse(name string, data []byte, opts Options) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return compile(pf)
+	return compile(pf, opts)
 }
 
-// Load reads and compiles the policy file at path; imports are read
-// relative to its directory.
+// Load reads and compiles the policy file at path. A relative import is
+// read from the policy file's directory, or else from the working
+// directory, as Anubis reads it.
 func Load(path string, opts Options) (*Policy, error) {
 	data, err := opts.readFile(path)
 	if err != nil {
@@ -136,16 +147,46 @@ type RuleInfo struct {
 	ID     string // stable hash of the rule's content
 	Source string // file:line
 	Action Action
+	// RerouteTo is the URL of a DENY_AND_REROUTE rule; DivertTo the
+	// divert: target of a DIVERT rule.
+	RerouteTo, DivertTo string
 }
 
 // Rules lists the compiled rules in evaluation order.
 func (p *Policy) Rules() []RuleInfo {
 	out := make([]RuleInfo, len(p.rules))
 	for i, r := range p.rules {
-		out[i] = RuleInfo{Name: r.name, ID: r.id, Source: r.src, Action: r.action}
+		out[i] = RuleInfo{Name: r.name, ID: r.id, Source: r.src, Action: r.action, RerouteTo: r.rerouteTo, DivertTo: r.divertTo}
 	}
 	return out
 }
+
+// DivertTarget is a divert: target a rule or threshold names.
+type DivertTarget struct {
+	Name   string // the divert_to: value, a key of edge.yaml's divert:
+	Source string // file:line of the rule or threshold
+}
+
+// DivertTargets lists the divert_to: targets of the policy's DIVERT rules
+// and thresholds, in policy order, so that the edge can check each exists
+// in its configuration and name the rule's file:line when one does not
+// (or pass Options.DivertTargets to Load, which does the same).
+func (p *Policy) DivertTargets() []DivertTarget { return p.diverts }
+
+// StatusCodes returns the HTTP status codes the policy's status_codes:
+// section (Anubis's key) sets for challenge and deny pages; 0 for one
+// that is not set, which leaves the edge's default (403).
+func (p *Policy) StatusCodes() (challenge, deny int) { return p.status[0], p.status[1] }
+
+// WaitMaxWeight returns the weight below which the no-JS wait may be
+// offered by default (challenge.wait.max_weight in edge.yaml overrides it):
+// the upper bound of the band of weights the lowest CHALLENGE threshold
+// decides. For the default policy, whose lowest challenge threshold is
+// `weight < 20`, it is 20. It is math.MaxInt when that band has no upper
+// bound (Anubis's legacy `weight > 0`), and 0 when no threshold
+// challenges. The wait is offered only to a client whose decision has
+// BrowserAgrees, not Lied, and Weight < WaitMaxWeight.
+func (p *Policy) WaitMaxWeight() int { return p.waitMax }
 
 func hashJSON(v any) string {
 	b, err := json.Marshal(v)
@@ -158,13 +199,16 @@ func hashJSON(v any) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func compile(pf *parsed) (*Policy, error) {
-	p := &Policy{weights: pf.signals, off: pf.signalOff, ua: newPrefilter(), path: newPrefilter(), warnings: pf.warnings}
+func compile(pf *parsed, opts Options) (*Policy, error) {
+	p := &Policy{ua: newPrefilter(), path: newPrefilter(), warnings: pf.warnings, geo: opts.Geo, familyBit: map[string]uint8{}}
+	fts, err := p.applySettings(pf)
+	if err != nil {
+		return nil, err
+	}
 	var env *cel.Env
 	var errs []error
 	for _, fr := range pf.rules {
 		if fr.Expression != nil && env == nil {
-			var err error
 			if env, err = botEnv(); err != nil {
 				return nil, err
 			}
@@ -175,12 +219,9 @@ func compile(pf *parsed) (*Policy, error) {
 			continue
 		}
 		p.rules = append(p.rules, r)
-	}
-	fts := pf.thresholds
-	if !pf.hasThresh {
-		// Anubis's legacy behaviour: any weight above zero is challenged.
-		fts = []*fileThreshold{{Name: "legacy-anubis-behaviour", Expression: &exprOrList{Expr: "weight > 0"},
-			Action: "CHALLENGE", Challenge: &fileChallenge{Algorithm: "fast", Difficulty: 4}, src: "(default)"}}
+		if r.action == DIVERT {
+			p.diverts = append(p.diverts, DivertTarget{Name: r.divertTo, Source: r.src})
+		}
 	}
 	tenv, err := thresholdEnv()
 	if err != nil {
@@ -193,10 +234,21 @@ func compile(pf *parsed) (*Policy, error) {
 			continue
 		}
 		p.thresholds = append(p.thresholds, t)
+		if t.action == DIVERT {
+			p.diverts = append(p.diverts, DivertTarget{Name: t.divertTo, Source: t.src})
+		}
+	}
+	if opts.DivertTargets != nil {
+		for _, d := range p.diverts {
+			if !slices.Contains(opts.DivertTargets, d.Name) {
+				errs = append(errs, fmt.Errorf("%s: divert_to: %q is not a divert: target of the configuration (targets: %s)", d.Source, d.Name, strings.Join(opts.DivertTargets, ", ")))
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
+	p.waitMax = waitMaxWeight(p.thresholds)
 	h := sha256.New()
 	for _, r := range p.rules {
 		h.Write([]byte(r.id))
@@ -204,9 +256,57 @@ func compile(pf *parsed) (*Policy, error) {
 	for _, t := range p.thresholds {
 		h.Write([]byte(t.id))
 	}
-	fmt.Fprint(h, p.weights, p.off)
+	fmt.Fprint(h, p.weights, p.off, p.status, p.hosting)
 	p.version = hex.EncodeToString(h.Sum(nil)[:8])
 	return p, nil
+}
+
+// applySettings merges the sections of the imported policies and of the
+// policy itself (which wins) into p, and returns the thresholds to
+// compile.
+func (p *Policy) applySettings(pf *parsed) ([]*fileThreshold, error) {
+	hosting, err := builtinHostingASNs()
+	if err != nil {
+		return nil, err
+	}
+	p.weights = defaultSignalWeights
+	var fts []*fileThreshold
+	for i, s := range append(slices.Clone(pf.imported), pf.root) {
+		for sig, set := range s.signals {
+			switch {
+			case !set.set:
+			case set.off:
+				p.off |= 1 << sig
+			default:
+				p.off &^= 1 << sig
+				p.weights[sig] = set.weight
+			}
+		}
+		for k, c := range s.status {
+			if c != nil {
+				p.status[k] = *c
+			}
+		}
+		if s.hosting != nil {
+			hosting = s.hosting.apply(hosting)
+		}
+		if len(s.thresholds) == 0 {
+			continue
+		}
+		if fts != nil && i < len(pf.imported) {
+			p.warnings = append(p.warnings, fmt.Sprintf("%s: thresholds of a second imported policy ignored; the first imported policy's apply", s.thresholds[0].src))
+			continue
+		}
+		fts = s.thresholds
+	}
+	p.hosting = newASNSet(hosting)
+	if fts == nil {
+		// Anubis's default thresholds (also for thresholds: []): any
+		// weight above zero is challenged.
+		fts = []*fileThreshold{{Name: "legacy-anubis-behaviour", Expression: &exprOrList{Expr: "weight > 0"},
+			Action: "CHALLENGE", Challenge: &fileChallenge{Algorithm: "fast", Difficulty: 4}, src: "(default)"}}
+	}
+	return fts, nil
 }
 
 func (p *Policy) compileRule(fr *fileRule, env *cel.Env) (rule, error) {
@@ -215,9 +315,9 @@ func (p *Policy) compileRule(fr *fileRule, env *cel.Env) (rule, error) {
 	if fr.Name == "" {
 		errs = append(errs, errors.New("name: is required"))
 	}
-	a, ok := parseAction(fr.Action)
-	if !ok {
-		errs = append(errs, fmt.Errorf("unknown action %q (ALLOW, DENY, CHALLENGE, WEIGH, RATE)", fr.Action))
+	a, err := p.ruleAction(&r, fr)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	r.action = a
 	n, err := p.compileMatchers(&r, fr, env)
@@ -225,7 +325,7 @@ func (p *Policy) compileRule(fr *fileRule, env *cel.Env) (rule, error) {
 		errs = append(errs, err)
 	}
 	if n == 0 {
-		errs = append(errs, errors.New("no matcher: set user_agent_regex, path_regex, headers_regex, remote_addresses, expression, ja4, hfp, h2fp, client_family or signal"))
+		errs = append(errs, errors.New("no matcher: set user_agent_regex, path_regex, headers_regex, remote_addresses, expression, ja4, hfp, h2fp, client_family, signal, asns or geoip"))
 	}
 	switch a {
 	case WEIGH:
@@ -247,6 +347,41 @@ func (p *Policy) compileRule(fr *fileRule, env *cel.Env) (rule, error) {
 	return r, errors.Join(errs...)
 }
 
+// ruleAction reads a rule's action, with Anubis's DENY_AND_REROUTE (a DENY
+// that redirects to reroute_to) and Maat's DIVERT (divert_to).
+func (p *Policy) ruleAction(r *rule, fr *fileRule) (Action, error) {
+	if fr.Action == actionDenyAndReroute {
+		if fr.RerouteTo == nil || *fr.RerouteTo == "" {
+			return DENY, errors.New("action DENY_AND_REROUTE needs reroute_to: an absolute URL")
+		}
+		u, err := url.Parse(*fr.RerouteTo)
+		if err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return DENY, fmt.Errorf("reroute_to: %q is not an absolute http:// or https:// URL", *fr.RerouteTo)
+		}
+		r.rerouteTo = *fr.RerouteTo
+		return DENY, nil
+	}
+	a, ok := parseAction(fr.Action)
+	if !ok {
+		return a, fmt.Errorf("unknown action %q (ALLOW, DENY, CHALLENGE, WEIGH, RATE, DIVERT, DENY_AND_REROUTE)", fr.Action)
+	}
+	return a, setDivert(&r.divertTo, a, fr.DivertTo)
+}
+
+// setDivert checks divert_to: against the action.
+func setDivert(dst *string, a Action, name string) error {
+	switch {
+	case a == DIVERT && name == "":
+		return errors.New("action DIVERT needs divert_to: the name of a divert: target in edge.yaml")
+	case a != DIVERT && name != "":
+		return fmt.Errorf("divert_to: is used only with action DIVERT, not %s", a)
+	case strings.ContainsAny(name, " \t\n/:"):
+		return fmt.Errorf("divert_to: %q is not a target name", name)
+	}
+	*dst = name
+	return nil
+}
+
 // compileMatchers compiles the matchers of fr into r and returns how many
 // there are.
 func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, error) {
@@ -254,7 +389,7 @@ func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, erro
 	n := 0
 	if fr.UserAgentRegex != nil {
 		n++
-		m, err := p.ua.compile(trimRegex(*fr.UserAgentRegex))
+		m, err := p.ua.compile(*fr.UserAgentRegex)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("user_agent_regex: %w", err))
 		}
@@ -262,7 +397,7 @@ func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, erro
 	}
 	if fr.PathRegex != nil {
 		n++
-		m, err := p.path.compile(trimRegex(*fr.PathRegex))
+		m, err := p.path.compile(*fr.PathRegex)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("path_regex: %w", err))
 		}
@@ -275,7 +410,7 @@ func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, erro
 	slices.Sort(keys)
 	for _, k := range keys {
 		n++
-		re, err := regexp.Compile(trimRegex(fr.HeadersRegex[k]))
+		re, err := regexp.Compile(fr.HeadersRegex[k])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("headers_regex %s: %w", k, err))
 			continue
@@ -295,6 +430,18 @@ func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, erro
 	r.addrs = newAddrSet(prefixes)
 	r.ja4, r.hfp, r.h2f = newFPList(fr.JA4), newFPList(fr.HFP), newFPList(fr.H2FP)
 	r.families = fr.ClientFamily
+	for _, f := range fr.ClientFamily {
+		b, ok := p.familyBit[f]
+		if !ok {
+			if len(p.familyBit) == 64 {
+				p.famOverflow = true
+				continue
+			}
+			b = uint8(len(p.familyBit))
+			p.familyBit[f] = b
+		}
+		r.famMask |= 1 << b
+	}
 	n += len(fr.JA4) + len(fr.HFP) + len(fr.H2FP) + len(fr.ClientFamily)
 	for _, s := range fr.Signal {
 		n++
@@ -305,17 +452,43 @@ func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, erro
 		}
 		r.signals |= 1 << sig
 	}
+	g, err := p.compileGeo(r, fr)
+	n += g
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if fr.Expression != nil {
 		n++
-		src, err := fr.Expression.source()
-		if err == nil {
-			r.expr, err = compileBool(env, src)
-		}
-		if err != nil {
+		if err := p.compileExpr(r, fr, env); err != nil {
 			errs = append(errs, fmt.Errorf("expression: %w", err))
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// compileExpr compiles a rule's CEL expression, and warns when it reads
+// asn or country without the database that fills them.
+func (p *Policy) compileExpr(r *rule, fr *fileRule, env *cel.Env) error {
+	src, err := fr.Expression.source()
+	if err != nil {
+		return err
+	}
+	a, prg, err := compileBoolAST(env, src)
+	if err != nil {
+		return err
+	}
+	r.expr = prg
+	seen := map[string]bool{}
+	for _, ref := range a.NativeRep().ReferenceMap() {
+		seen[ref.Name] = true
+	}
+	if seen["asn"] && !p.geo.ASN {
+		p.warnings = append(p.warnings, fmt.Sprintf("%s: rule %q: expression reads asn, which is always 0 without an ASN database (geo.asn_db in edge.yaml)", fr.src, fr.Name))
+	}
+	if seen["country"] && !p.geo.Country {
+		p.warnings = append(p.warnings, fmt.Sprintf("%s: rule %q: expression reads country, which is always \"\" without a country database (geo.country_db in edge.yaml)", fr.src, fr.Name))
+	}
+	return nil
 }
 
 // parsePrefix reads a CIDR prefix or a single address.
@@ -330,10 +503,6 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	}
 	return pfx.Masked(), nil
 }
-
-// trimRegex drops the trailing newline a YAML ">" block leaves, which
-// Anubis rejects with advice; here it is simply removed.
-func trimRegex(s string) string { return strings.TrimRight(s, "\n") }
 
 // challenge reads a challenge block: algorithm fast, slow or pow (proof of
 // work) or metarefresh; bits, or Anubis's difficulty read as 4·difficulty
@@ -390,54 +559,4 @@ func (r *rule) setRate(fr *fileRate) error {
 	}
 	r.rateKeyPrefix = r.id + ":"
 	return nil
-}
-
-func (p *Policy) compileThreshold(ft *fileThreshold, env *cel.Env) (threshold, error) {
-	t := threshold{name: ft.Name, src: ft.src, id: hashJSON(ft)}
-	var errs []error
-	if ft.Name == "" {
-		errs = append(errs, errors.New("name: is required"))
-	}
-	a, ok := parseAction(ft.Action)
-	if !ok || a == WEIGH || a == RATE {
-		errs = append(errs, fmt.Errorf("action %q: want ALLOW, DENY or CHALLENGE", ft.Action))
-	}
-	t.action = a
-	if a == CHALLENGE {
-		c, err := p.challenge(ft.Challenge, ft.src)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		t.challenge = c
-	}
-	switch {
-	case ft.Expression != nil && (ft.Min != nil || ft.Max != nil):
-		errs = append(errs, errors.New("set expression or min/max, not both"))
-	case ft.Expression != nil:
-		src, err := ft.Expression.source()
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
-		a, prg, err := compileBoolAST(env, src)
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
-		if pred, ok := reduceWeight(a.NativeRep().Expr()); ok {
-			t.pred = pred
-		} else {
-			t.prg = prg
-		}
-	default:
-		t.pred = &weightPred{op: "true"}
-		if ft.Min != nil {
-			t.pred = &weightPred{op: "_>=_", k: int64(*ft.Min)}
-		}
-		if ft.Max != nil {
-			lt := &weightPred{op: "_<_", k: int64(*ft.Max)}
-			t.pred = &weightPred{op: "_&&_", l: t.pred, r: lt}
-		}
-	}
-	return t, errors.Join(errs...)
 }

@@ -1,23 +1,27 @@
 // Package policy turns what the edge knows about a request into a decision:
-// ALLOW, DENY, CHALLENGE (with an algorithm and a difficulty in bits) or RATE
-// (a token-bucket key, rate and burst).
+// ALLOW, DENY (optionally rerouted), CHALLENGE (with an algorithm and a
+// difficulty in bits), RATE (a token-bucket key, rate and burst) or DIVERT
+// (to a tarpit target).
 //
 // # Policy files
 //
 // A policy file is YAML or JSON in the spirit of Anubis's policy files
 // (https://anubis.techaro.lol/docs/admin/policies; the format of
-// TecharoHQ/anubis data/botPolicies.yaml and lib/policy/config), so that
-// Anubis users can bring theirs:
+// TecharoHQ/anubis data/botPolicies.yaml and lib/config), so that Anubis
+// users can bring theirs:
 //
 //	bots:                                   # ordered rules
 //	  - name: ai-crawlers
 //	    user_agent_regex: (?i)GPTBot|ClaudeBot
-//	    action: DENY                        # ALLOW, DENY, CHALLENGE, WEIGH, RATE
+//	    action: DIVERT                      # to a divert: target of edge.yaml
+//	    divert_to: tarpit
 //	  - name: api
 //	    path_regex: ^/api/
 //	    headers_regex: { Accept: json }
 //	    remote_addresses: [203.0.113.0/24]
-//	    expression: 'method == "POST" && ja4.startsWith("t13")'   # CEL
+//	    asns: { match: [64500] }            # needs geo.asn_db
+//	    geoip: { countries: [NL, BE] }      # needs geo.country_db
+//	    expression: 'method == "POST" && ja4.startsWith("t13") && asn != 0'   # CEL
 //	    ja4: ["t13d1516h2_*"]               # exact, or a prefix ending in *
 //	    hfp: [h216_6f1c2d9a3b4e]
 //	    h2fp: ["1:65536;2:0;4:6291456*"]
@@ -29,8 +33,10 @@
 //	    user_agent_regex: Mozilla
 //	    action: WEIGH
 //	    weight: { adjust: 10 }
-//	  - import: rules/*.yaml                # files (globs) or (builtin)/name.yaml
+//	  - import: rules/*.yaml                # files (globs), (builtin)/name.yaml
 //	signals: { ua_tls_mismatch: 30, proto_mismatch: off }
+//	hosting_asns: { add: [64501], remove: [24940] }
+//	status_codes: { CHALLENGE: 403, DENY: 403 }
 //	thresholds:
 //	  - { name: ok, expression: weight <= 0, action: ALLOW }
 //	  - { name: browser, min: 1, max: 30, action: CHALLENGE, challenge: { algorithm: fast, bits: 12 } }
@@ -42,19 +48,41 @@
 // All matchers of a rule must hold. The first matching rule whose action is
 // not WEIGH decides; WEIGH rules before it and fired signals add their
 // weight; when no rule decides, the first threshold that holds for the
-// total weight decides; without thresholds, Anubis's legacy behaviour
-// applies (weight above zero: proof of work, difficulty 4). A rule's
-// identity is a hash of its content, the same on every load and node.
+// total weight decides; without thresholds (or with thresholds: []),
+// Anubis's default applies (weight above zero: proof of work, difficulty
+// 4). Thresholds may ALLOW, DENY, CHALLENGE or DIVERT. A rule's identity is
+// a hash of its content, the same on every load and node.
 //
-// Anubis files load as they are: sections only Anubis understands
-// (openGraph, impressum, logging, metrics, store, dnsbl, status_codes, …)
-// and rules using Thoth (geoip, asns) give one warning each and are left
-// out; (data)/ imports of Anubis's embedded files fail with the names of
-// Maat's built-in lists (BuiltinLists). CEL expressions see Anubis's
-// variables (remoteAddress, contentLength, host, method, userAgent, path,
-// query, headers, load_1m/5m/15m, which are always 0) and functions
+// Actions: DENY_AND_REROUTE with reroute_to: (an absolute http or https
+// URL) is Anubis's: the request is denied with a redirect to the URL
+// (Decision.RerouteTo; Anubis answers 307). DIVERT with divert_to: names a
+// divert: target of the edge's configuration, to which the request is
+// proxied instead of the site (Decision.DivertTo; Policy.DivertTargets and
+// Options.DivertTargets let the edge check the names exist).
+//
+// Imports: a relative name is read next to the importing file, else from
+// the working directory (where Anubis reads it); (builtin)/default.yaml
+// is the whole default policy, so that `- import: (builtin)/default.yaml`
+// after one's own rules extends it: the imported policy's thresholds,
+// signals, status_codes and hosting_asns apply unless the importing file
+// sets its own. Anubis's embedded (data)/ lists that Maat has a list for
+// (keep-internet-working, crawlers/_allow-good, bots/, clients/git) are
+// imported as Maat's with a warning; others are refused.
+//
+// Anubis files load as they are: sections only Anubis uses (openGraph,
+// impressum, logging, metrics, store, dnsbl, dns_ttl, honeypot, geoip)
+// give one warning each, after the checks Anubis makes of them, so that a
+// file Anubis refuses is refused here; a regular expression that ends in a
+// newline (YAML ">") is refused, as Anubis refuses it. asns: and geoip:
+// rules need the edge's geo databases (Options.Geo): without them they load
+// with a warning naming geo.asn_db or geo.country_db and never match.
+// status_codes: sets the status of challenge and deny pages
+// (Policy.StatusCodes). CEL expressions see Anubis's variables
+// (remoteAddress, contentLength, host, method, userAgent, path, query,
+// headers, load_1m/5m/15m, which are always 0) and functions
 // (missingHeader, segments, regexSafe, randInt; not the DNS functions), and
-// also ja4, hfp, h2fp, clientFamily and proto. CEL is the language of
+// also ja4, hfp, h2fp, clientFamily, proto, asn (0 when unknown) and
+// country (ISO 3166-1 alpha-2, "" when unknown). CEL is the language of
 // https://github.com/google/cel-spec/blob/master/doc/langdef.md; regular
 // expressions are Go's RE2 syntax (package regexp).
 //
@@ -62,14 +90,35 @@
 //
 // Built-in signals add weight and can be matched by rules: ua_tls_mismatch
 // (a browser User-Agent on a TLS stack that is not that browser's, from the
-// JA4 known-client table), browser_headers_missing (a claimed browser
-// without the headers every browser sends, or with a header order no browser
-// uses), proto_mismatch (a modern browser on HTTP/1.1 over TLS),
-// fake_crawler and verified_crawler (forward-confirmed reverse DNS, RFC 1912
-// section 2.1, or the crawler's published address ranges, checked by a
-// Verifier before evaluation).
+// JA4 known-client table; the browser part of a bot's User-Agent counts),
+// browser_headers_missing (a claimed browser without the headers every
+// browser sends, or with a header order no browser uses), proto_mismatch (a
+// modern browser on HTTP/1.1 over TLS), fake_crawler and verified_crawler
+// (forward-confirmed reverse DNS, RFC 1912 section 2.1, or the crawler's
+// published address ranges, checked by a Verifier before evaluation),
+// headless (HeadlessChrome, PhantomJS, SlimerJS) and hosting_asn (a browser
+// User-Agent from a hosting or cloud network: lists/hosting-asns.txt, or
+// the policy's hosting_asns:).
 //
-// RobotsToPolicy reads robots.txt as RFC 9309 says.
+// # The no-JS wait
+//
+// DESIGN.md offers the meta-refresh wait only to clients whose TLS and
+// HTTP/2 fingerprints agree with the browser they claim, whose weight is
+// below a bound, and on whom no lie-detection signal fired. A Decision
+// carries what the edge needs for that: BrowserAgrees, Lied (ua_tls_mismatch,
+// fake_crawler or headless fired), Weight; Policy.WaitMaxWeight is the
+// default bound, the upper end of the lowest challenge threshold's band.
+//
+// # Explain
+//
+// Explain and ExplainChecks describe a decision line by line: which checks
+// ran before evaluation (crawler verification, geo) and which were
+// skipped, the signals, rules, weight, decision and whether the wait may be
+// offered. Given the same Request as Evaluate (the Verifier's answer and the
+// geo lookup included), they give the same decision.
+//
+// RobotsToPolicy reads robots.txt as RFC 9309 says and writes a policy that
+// extends the default policy.
 //
 // A Policy is compiled once and is safe for concurrent use. Evaluate does no
 // I/O, never logs, and for the default policy does not allocate.

@@ -2,10 +2,10 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
-
-	"cel.dev/cel-go/common/types"
 
 	"github.com/maatproxy/maat/clientnet"
 )
@@ -13,7 +13,9 @@ import (
 // scan is the per-request prefilter state, kept on Evaluate's stack.
 type scan struct {
 	uaFound, pathFound litBits
+	uaSum, pathSum     uint64 // found literal ids modulo 64, as bits
 	uaAll, pathAll     bool
+	family             uint64 // the request's client family as a familyBit bit; 0 if no rule names it
 	act                *activation
 }
 
@@ -30,10 +32,16 @@ func (p *Policy) Evaluate(r *Request) Decision {
 func (p *Policy) evaluate(r *Request, d *Decision, sc *scan, trace *strings.Builder) {
 	d.p = p
 	ua := headerValue(r, "User-Agent")
-	sc.uaAll = p.ua.scan(ua, &sc.uaFound)
-	sc.pathAll = p.path.scan(r.Path, &sc.pathFound)
+	sc.uaAll = p.ua.scan(ua, &sc.uaFound, &sc.uaSum)
+	sc.pathAll = p.path.scan(r.Path, &sc.pathFound, &sc.pathSum)
+	if b, ok := p.familyBit[r.ClientFamily]; ok {
+		sc.family = 1 << b
+	}
 
-	d.Signals = computeSignals(r, ua) &^ p.off
+	raw, claim := p.signals(r, ua)
+	d.raw = raw
+	d.Signals = raw &^ p.off
+	d.BrowserAgrees = browserAgrees(r, claim)
 	for s := range d.Signals.All {
 		d.Weight += p.weights[s]
 		if trace != nil {
@@ -57,6 +65,7 @@ func (p *Policy) evaluate(r *Request, d *Decision, sc *scan, trace *strings.Buil
 			fmt.Fprintf(trace, "rule %s (%s, %s): %s\n", ru.name, ru.id, ru.src, ru.action)
 		}
 		d.Action, d.Rule, d.RuleID = ru.action, ru.name, ru.id
+		d.RerouteTo, d.DivertTo = ru.rerouteTo, ru.divertTo
 		switch ru.action {
 		case CHALLENGE:
 			d.Challenge = ru.challenge
@@ -73,7 +82,7 @@ func (p *Policy) evaluate(r *Request, d *Decision, sc *scan, trace *strings.Buil
 		if trace != nil {
 			fmt.Fprintf(trace, "threshold %s (%s): weight %d: %s\n", t.name, t.src, d.Weight, t.action)
 		}
-		d.Action, d.Rule, d.RuleID = t.action, t.name, t.id
+		d.Action, d.Rule, d.RuleID, d.DivertTo = t.action, t.name, t.id, t.divertTo
 		if t.action == CHALLENGE {
 			d.Challenge = t.challenge
 		}
@@ -85,25 +94,21 @@ func (p *Policy) evaluate(r *Request, d *Decision, sc *scan, trace *strings.Buil
 	d.Action = ALLOW
 }
 
-func (t *threshold) match(w int) bool {
-	if t.pred != nil {
-		return t.pred.eval(int64(w))
-	}
-	out, _, err := t.prg.Eval(map[string]any{"weight": int64(w)})
-	if err != nil {
-		return false
-	}
-	b, ok := out.(types.Bool)
-	return ok && bool(b)
-}
-
 // matches reports whether every matcher of ru holds for r. Cheap matchers
 // go first; the expression last.
 func (p *Policy) matches(ru *rule, r *Request, ua string, sigs Signals, sc *scan) bool {
+	if ru.never {
+		return false
+	}
 	if ru.signals != 0 && sigs&ru.signals == 0 {
 		return false
 	}
-	if len(ru.families) > 0 && !slices.Contains(ru.families, r.ClientFamily) {
+	// The prefilters rule most rules out with one AND each.
+	if ru.ua != nil && ru.ua.absent(sc.uaSum, sc.uaAll) || ru.path != nil && ru.path.absent(sc.pathSum, sc.pathAll) {
+		return false
+	}
+	if len(ru.families) > 0 && ru.famMask&sc.family == 0 &&
+		(!p.famOverflow || !slices.Contains(ru.families, r.ClientFamily)) {
 		return false
 	}
 	if !ru.ja4.empty() && !ru.ja4.match(r.JA4) {
@@ -118,10 +123,13 @@ func (p *Policy) matches(ru *rule, r *Request, ua string, sigs Signals, sc *scan
 	if !ru.addrs.empty() && !ru.addrs.contains(r.RemoteAddr) {
 		return false
 	}
-	if ru.path != nil && !ru.path.match(r.Path, &sc.pathFound, sc.pathAll) {
+	if len(ru.asns)+len(ru.countries) > 0 && !ru.matchGeo(r) {
 		return false
 	}
-	if ru.ua != nil && !ru.ua.match(ua, &sc.uaFound, sc.uaAll) {
+	if ru.path != nil && !ru.path.match(r.Path, &sc.pathFound, sc.pathSum, sc.pathAll) {
+		return false
+	}
+	if ru.ua != nil && !ru.ua.match(ua, &sc.uaFound, sc.uaSum, sc.uaAll) {
 		return false
 	}
 	for _, h := range ru.headers {
@@ -159,14 +167,37 @@ func (ru *rule) rateKeyFor(r *Request) string {
 	return ru.rateKeyPrefix + "ip:" + clientnet.Prefix(r.RemoteAddr).String()
 }
 
-// Explain evaluates r and describes, line by line, the signals that fired,
-// the rules that matched, the weight and the decision: the output of
-// `edge policy explain`.
+// Checks says which of the checks that run before evaluation the caller
+// ran for a request given to ExplainChecks.
+type Checks struct {
+	// Crawler: the Verifier ran (Request.CrawlerVerified is its answer),
+	// as the edge does for every request that claims a known crawler.
+	Crawler bool
+	// Geo: the geo databases were consulted (Request.ASN, ASOrg and
+	// Country are their answer).
+	Geo bool
+}
+
+// Explain is ExplainChecks with the checks inferred from r: crawler
+// verification ran when r.CrawlerVerified is not CrawlerUnchecked, geo
+// when r.ASN or r.Country is set.
 func (p *Policy) Explain(r *Request) string {
+	return p.ExplainChecks(r, Checks{Crawler: r.CrawlerVerified != CrawlerUnchecked, Geo: r.ASN != 0 || r.Country != ""})
+}
+
+// ExplainChecks evaluates r as Evaluate does and describes, line by line,
+// the checks that were run and those skipped (crawler verification, geo),
+// the signals that fired, the rules that matched, the weight, the decision
+// and whether the no-JS wait may be offered: the output of
+// `edge policy explain`. The decision is Evaluate's for the same Request:
+// to agree with a live decision, give it what the edge gives Evaluate
+// (the Verifier's answer and the geo lookup) and say so in ran.
+func (p *Policy) ExplainChecks(r *Request, ran Checks) string {
 	var b strings.Builder
 	var d Decision
 	var sc scan
 	fmt.Fprintf(&b, "policy %s\n", p.version)
+	p.explainChecks(&b, r, ran)
 	p.evaluate(r, &d, &sc, &b)
 	fmt.Fprintf(&b, "decision: %s weight=%d", d.Action, d.Weight)
 	switch d.Action {
@@ -174,10 +205,87 @@ func (p *Policy) Explain(r *Request) string {
 		fmt.Fprintf(&b, " challenge=%s bits=%d", d.Challenge.Algorithm, d.Challenge.Bits)
 	case RATE:
 		fmt.Fprintf(&b, " key=%s rate=%g/s burst=%d", d.Rate.Key, d.Rate.Rate, d.Rate.Burst)
+	case DENY:
+		if d.RerouteTo != "" {
+			fmt.Fprintf(&b, " reroute_to=%s (a redirect, as Anubis's DENY_AND_REROUTE)", d.RerouteTo)
+		}
+	case DIVERT:
+		fmt.Fprintf(&b, " divert_to=%s", d.DivertTo)
 	}
 	if d.Rule != "" {
 		fmt.Fprintf(&b, " rule=%s", d.Rule)
 	}
 	b.WriteByte('\n')
+	if d.Action == CHALLENGE {
+		p.explainWait(&b, &d)
+	}
 	return b.String()
+}
+
+// explainChecks says which checks ran before evaluation and what they
+// found.
+func (p *Policy) explainChecks(b *strings.Builder, r *Request, ran Checks) {
+	ua := headerValue(r, "User-Agent")
+	switch name := ClaimedCrawler(ua); {
+	case name == "":
+		b.WriteString("check crawler verification: not needed (no known crawler claimed)\n")
+	case !ran.Crawler:
+		fmt.Fprintf(b, "check crawler verification: SKIPPED: the User-Agent claims %s; live, the edge verifies it (published ranges or forward-confirmed reverse DNS), so fake_crawler or verified_crawler may fire live but not here\n", name)
+	case r.CrawlerVerified == CrawlerVerified:
+		fmt.Fprintf(b, "check crawler verification: ran: %s verified\n", name)
+	case r.CrawlerVerified == CrawlerFailed:
+		fmt.Fprintf(b, "check crawler verification: ran: %s FAILED: the address is not the crawler's\n", name)
+	default:
+		fmt.Fprintf(b, "check crawler verification: ran: %s could not be verified (no published ranges or DNS names, or DNS failed for now)\n", name)
+	}
+	var dbs []string
+	if !p.geo.ASN {
+		dbs = append(dbs, "geo.asn_db")
+	}
+	if !p.geo.Country {
+		dbs = append(dbs, "geo.country_db")
+	}
+	switch {
+	case ran.Geo:
+		asn, org, country := "unknown", "", "unknown"
+		if r.ASN != 0 {
+			asn = "AS" + strconv.FormatUint(uint64(r.ASN), 10)
+		}
+		if r.ASOrg != "" {
+			org = " (" + r.ASOrg + ")"
+		}
+		if r.Country != "" {
+			country = r.Country
+		}
+		fmt.Fprintf(b, "check geo: ran: %s%s, country %s\n", asn, org, country)
+	case len(dbs) == 2:
+		b.WriteString("check geo: SKIPPED: no geo database (geo.asn_db, geo.country_db); asns:, geoip:, asn, country and hosting_asn see nothing\n")
+	default:
+		fmt.Fprintf(b, "check geo: SKIPPED: no ASN or country given for %s; asns:, geoip:, asn, country and hosting_asn see nothing\n", r.RemoteAddr)
+	}
+}
+
+// explainWait says whether the no-JS wait may be offered by default.
+func (p *Policy) explainWait(b *strings.Builder, d *Decision) {
+	var lies []string
+	for s := range d.raw.All {
+		if lieSignals&(1<<s) != 0 {
+			lies = append(lies, s.String())
+		}
+	}
+	limit := p.WaitMaxWeight()
+	below := fmt.Sprintf("weight %d < %d", d.Weight, limit)
+	if limit == math.MaxInt {
+		below = fmt.Sprintf("weight %d; the lowest challenge band has no upper bound", d.Weight)
+	}
+	switch {
+	case len(lies) > 0:
+		fmt.Fprintf(b, "no-JS wait: not offered: %s fired\n", strings.Join(lies, ", "))
+	case !d.BrowserAgrees:
+		b.WriteString("no-JS wait: not offered: the fingerprints do not show the browser the User-Agent claims\n")
+	case d.Weight >= limit:
+		fmt.Fprintf(b, "no-JS wait: not offered: weight %d is not below %d (WaitMaxWeight)\n", d.Weight, limit)
+	default:
+		fmt.Fprintf(b, "no-JS wait: may be offered (the fingerprints agree with the browser; %s)\n", below)
+	}
 }

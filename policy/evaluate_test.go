@@ -242,7 +242,7 @@ func TestDefaultPolicy(t *testing.T) {
 			r.Header.Set("User-Agent", uaHeadless)
 			r.Header.Del("Accept-Language")
 			return r
-		}, CHALLENGE, 16, "mild-suspicion", []Signal{SignalBrowserHeadersMissing}},
+		}, CHALLENGE, 18, "suspicion", []Signal{SignalBrowserHeadersMissing, SignalHeadless}},
 		{"feed reader on /feed.xml", func() *Request { r := curlRequest(uaMiniflux); r.Path = "/feed.xml"; r.ClientFamily = "go"; return r }, ALLOW, 0, "feed-path", nil},
 		{"feed reader by UA", func() *Request { r := curlRequest(uaMiniflux); r.Path = "/posts/1"; r.ClientFamily = "go"; return r }, ALLOW, 0, "feed-readers", nil},
 		{"browser asking for a feed", func() *Request {

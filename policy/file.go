@@ -3,8 +3,6 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"path"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -31,6 +29,10 @@ type fileRule struct {
 	Challenge       *fileChallenge    `yaml:"challenge,omitempty" json:"challenge,omitempty"`
 	Weight          *fileWeight       `yaml:"weight,omitempty" json:"weight,omitempty"`
 	Rate            *fileRate         `yaml:"rate,omitempty" json:"rate,omitempty"`
+	ASNs            *fileASNs         `yaml:"asns,omitempty" json:"asns,omitempty"`
+	GeoIP           *fileGeoIP        `yaml:"geoip,omitempty" json:"geoip,omitempty"`
+	RerouteTo       *string           `yaml:"reroute_to,omitempty" json:"reroute_to,omitempty"`
+	DivertTo        string            `yaml:"divert_to,omitempty" json:"divert_to,omitempty"`
 
 	src string // file:line
 }
@@ -59,6 +61,7 @@ type fileThreshold struct {
 	Max        *int           `yaml:"max" json:"max,omitempty"`
 	Action     string         `yaml:"action" json:"action"`
 	Challenge  *fileChallenge `yaml:"challenge" json:"challenge,omitempty"`
+	DivertTo   string         `yaml:"divert_to,omitempty" json:"divert_to,omitempty"`
 
 	src string
 }
@@ -84,6 +87,18 @@ func (e *exprOrList) UnmarshalYAML(n *yaml.Node) error {
 	}
 	e.All, e.Any = v.All, v.Any
 	return nil
+}
+
+// MarshalYAML writes the expression as it is read: a string, or all: /
+// any: lists.
+func (e exprOrList) MarshalYAML() (any, error) {
+	if e.Expr != "" {
+		return e.Expr, nil
+	}
+	return struct {
+		All []string `yaml:"all,omitempty"`
+		Any []string `yaml:"any,omitempty"`
+	}{e.All, e.Any}, nil
 }
 
 // source returns the expression as one CEL expression.
@@ -134,37 +149,33 @@ func (s *stringList) UnmarshalYAML(n *yaml.Node) error {
 
 // parsed is a policy file after reading and imports, before compiling.
 type parsed struct {
-	rules      []*fileRule
-	thresholds []*fileThreshold
-	hasThresh  bool
-	signals    [numSignals]int
-	signalOff  Signals
-	warnings   []string
+	rules    []*fileRule
+	root     settings   // the policy file's own sections
+	imported []settings // those of imported policy files, in import order
+	warnings []string
 }
 
-// anubisOnly are top-level sections of Anubis policy files that Maat does
-// not use; each gives one warning.
-var anubisOnly = map[string]string{
-	"openGraph":    "Open Graph passthrough is not supported",
-	"honeypot":     "honeypots are not supported",
-	"impressum":    "the imprint is not supported",
-	"logging":      "logging is configured in edge.yaml (log:)",
-	"metrics":      "metrics are configured in edge.yaml (listen.admin)",
-	"store":        "the store is configured in edge.yaml (store:)",
-	"dnsbl":        "DNSBL lookups are not supported",
-	"status_codes": "status codes are fixed (challenge 200 or 401/429, deny 403)",
+// settings are the sections of a policy file besides bots:. The root
+// file's settings win over those of the policies it imports (import:
+// (builtin)/default.yaml to extend the default policy).
+type settings struct {
+	thresholds []*fileThreshold // empty: not set (Anubis: the default thresholds)
+	signals    [numSignals]signalSetting
+	status     [2]*int // CHALLENGE, DENY; nil: not set
+	hosting    *hostingEdit
 }
 
-// anubisRuleOnly are rule keys of Anubis (Thoth) that Maat cannot evaluate:
-// a rule using them is skipped with a warning.
-var anubisRuleOnly = map[string]bool{"geoip": true, "asns": true}
+type signalSetting struct {
+	set, off bool
+	weight   int
+}
 
 var ruleKeys = map[string]bool{
 	"name": true, "action": true, "user_agent_regex": true, "path_regex": true,
 	"headers_regex": true, "remote_addresses": true, "expression": true,
 	"ja4": true, "hfp": true, "h2fp": true, "client_family": true, "signal": true,
 	"challenge": true, "weight": true, "rate": true, "import": true,
-	"reroute_to": true, // Anubis's DENY_AND_REROUTE
+	"asns": true, "geoip": true, "reroute_to": true, "divert_to": true,
 }
 
 // maxImportDepth bounds nested imports.
@@ -180,7 +191,7 @@ type loader struct {
 }
 
 func parseFile(name string, data []byte, opts Options) (*parsed, error) {
-	l := &loader{opts: opts, p: &parsed{signals: defaultSignalWeights}, visiting: map[string]bool{name: true}}
+	l := &loader{opts: opts, p: &parsed{}, visiting: map[string]bool{name: true}}
 	root, err := decodeRoot(name, data)
 	if err != nil {
 		return nil, err
@@ -276,33 +287,37 @@ func (l *loader) top(name string, root *yaml.Node) error {
 	haveBots := false
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
-		switch k.Value {
-		case "bots":
+		if k.Value == "bots" {
 			haveBots = true
-			if err := l.bots(name, v, 0); err != nil {
-				errs = append(errs, err)
-			}
-		case "thresholds":
-			l.p.hasThresh = true
-			if err := l.thresholds(name, v); err != nil {
-				errs = append(errs, err)
-			}
-		case "signals":
-			if err := l.signals(name, v); err != nil {
-				errs = append(errs, err)
-			}
-		default:
-			if why, ok := anubisOnly[k.Value]; ok {
-				l.warn("%s: %s: Anubis-only section ignored: %s", at(name, k), k.Value, why)
-			} else {
-				l.warn("%s: unknown section %q ignored", at(name, k), k.Value)
-			}
+			errs = append(errs, l.bots(name, v, 0))
+			continue
 		}
+		errs = append(errs, l.section(name, k, v, &l.p.root))
 	}
 	if !haveBots {
 		errs = append(errs, fmt.Errorf("%w: %s: no bots: section", ErrInvalid, at(name, root)))
 	}
 	return errors.Join(errs...)
+}
+
+// section reads one top-level section other than bots: into s.
+func (l *loader) section(name string, k, v *yaml.Node, s *settings) error {
+	switch k.Value {
+	case "thresholds":
+		return l.thresholds(name, v, s)
+	case "signals":
+		return l.signals(name, v, s)
+	case "status_codes":
+		return l.statusCodes(name, v, s)
+	case "hosting_asns":
+		return l.hostingASNs(name, v, s)
+	}
+	if why, ok := anubisOnly[k.Value]; ok {
+		l.warn("%s: %s: Anubis-only section ignored: %s", at(name, k), k.Value, why)
+		return anubisSection(name, k.Value, v)
+	}
+	l.warn("%s: unknown section %q ignored", at(name, k), k.Value)
+	return nil
 }
 
 func (l *loader) bots(name string, seq *yaml.Node, depth int) error {
@@ -323,8 +338,8 @@ func (l *loader) rule(name string, n *yaml.Node, depth int) error {
 		return fmt.Errorf("%w: %s: a rule must be a mapping", ErrInvalid, at(name, n))
 	}
 	var imp *yaml.Node
-	var skip []string
 	ruleName := ""
+	haveAddrs, dynamic := false, false
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i].Value
 		switch {
@@ -332,8 +347,10 @@ func (l *loader) rule(name string, n *yaml.Node, depth int) error {
 			imp = n.Content[i+1]
 		case k == "name":
 			ruleName = n.Content[i+1].Value
-		case anubisRuleOnly[k]:
-			skip = append(skip, k)
+		case k == "remote_addresses":
+			haveAddrs = true
+		case k == "dynamic_remote_addresses":
+			dynamic = true
 		case !ruleKeys[k]:
 			l.warn("%s: rule %q: unknown key %q ignored", at(name, n.Content[i]), ruleName, k)
 		}
@@ -344,21 +361,27 @@ func (l *loader) rule(name string, n *yaml.Node, depth int) error {
 		}
 		return l.importFiles(name, imp, depth)
 	}
-	if len(skip) > 0 {
-		l.warn("%s: rule %q: Anubis-only matcher %s (Thoth) not supported; rule skipped", at(name, n), ruleName, strings.Join(skip, ", "))
+	if dynamic {
+		// Anubis fetches these lists at run time; Maat reads none.
+		if haveAddrs {
+			return fmt.Errorf("%w: %s: rule %q: set remote_addresses or dynamic_remote_addresses, not both", ErrInvalid, at(name, n), ruleName)
+		}
+		l.warn("%s: rule %q: dynamic_remote_addresses (address lists fetched at run time) not supported; write the ranges in remote_addresses; rule skipped", at(name, n), ruleName)
 		return nil
+	}
+	if err := newlineRegexes(name, ruleName, n); err != nil {
+		return err
 	}
 	r := &fileRule{src: at(name, n)}
 	if err := n.Decode(r); err != nil {
 		return decodeError(name, n, err)
 	}
-	if r.Action == "DENY_AND_REROUTE" {
-		l.warn("%s: rule %q: DENY_AND_REROUTE is served as DENY (no reroute)", r.src, r.Name)
-		r.Action = "DENY"
-	}
 	if r.Action == "DEBUG_BENCHMARK" {
 		l.warn("%s: rule %q: action DEBUG_BENCHMARK not supported; rule skipped", r.src, r.Name)
 		return nil
+	}
+	if r.RerouteTo != nil && r.Action != actionDenyAndReroute {
+		l.warn("%s: rule %q: reroute_to is used only with action DENY_AND_REROUTE; ignored", r.src, r.Name)
 	}
 	if len(l.p.rules) >= maxRules {
 		return fmt.Errorf("%w: %s: more than %d rules", ErrInvalid, r.src, maxRules)
@@ -367,89 +390,33 @@ func (l *loader) rule(name string, n *yaml.Node, depth int) error {
 	return nil
 }
 
-// builtinPrefix names Maat's embedded lists in imports.
-const builtinPrefix = "(builtin)/"
-
-func (l *loader) importFiles(from string, v *yaml.Node, depth int) error {
-	pattern := v.Value
-	if v.Kind != yaml.ScalarNode || pattern == "" {
-		return fmt.Errorf("%w: %s: import: needs a file name", ErrImport, at(from, v))
-	}
-	if depth >= maxImportDepth {
-		return fmt.Errorf("%w: %s: imports nested deeper than %d", ErrImport, at(from, v), maxImportDepth)
-	}
-	if strings.HasPrefix(pattern, "(data)/") {
-		return fmt.Errorf("%w: %s: %s is one of Anubis's embedded files, which Maat does not ship; use Maat's built-in lists instead: %s",
-			ErrImport, at(from, v), pattern, strings.Join(BuiltinLists(), ", "))
-	}
-	var names []string
-	var read func(string) ([]byte, error)
-	if strings.HasPrefix(pattern, builtinPrefix) {
-		read = readBuiltin
-		names = []string{pattern}
-	} else {
-		read = l.opts.readFile
-		if !filepath.IsAbs(pattern) {
-			pattern = filepath.Join(filepath.Dir(from), pattern)
-		}
-		if strings.ContainsAny(pattern, "*?[") {
-			glob := l.opts.Glob
-			if glob == nil {
-				glob = filepath.Glob
-			}
-			m, err := glob(pattern)
-			if err != nil {
-				return fmt.Errorf("%w: %s: %s: %v", ErrImport, at(from, v), pattern, err)
-			}
-			if len(m) == 0 {
-				return fmt.Errorf("%w: %s: %s matches no file", ErrImport, at(from, v), pattern)
-			}
-			names = m
-		} else {
-			names = []string{pattern}
-		}
-	}
+// newlineRegexes refuses regular expressions that end in a newline, as
+// Anubis does: YAML's ">" block keeps the final line break, so the rule
+// would only match values that end in one.
+func newlineRegexes(name, ruleName string, n *yaml.Node) error {
 	var errs []error
-	for _, file := range names {
-		if l.visiting[file] {
-			errs = append(errs, fmt.Errorf("%w: %s: import cycle through %s", ErrImport, at(from, v), file))
-			continue
+	check := func(key string, v *yaml.Node) {
+		if v.Kind == yaml.ScalarNode && strings.HasSuffix(v.Value, "\n") {
+			errs = append(errs, fmt.Errorf("%w: %s: rule %q: %s ends with a newline (YAML \">\" keeps the final line break): write \">-\" or quote the expression", ErrInvalid, at(name, v), ruleName, key))
 		}
-		data, err := read(file)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrImport, at(from, v), err))
-			continue
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i].Value, n.Content[i+1]
+		switch k {
+		case "user_agent_regex", "path_regex":
+			check(k, v)
+		case "headers_regex":
+			if v.Kind == yaml.MappingNode {
+				for j := 0; j+1 < len(v.Content); j += 2 {
+					check("headers_regex "+v.Content[j].Value, v.Content[j+1])
+				}
+			}
 		}
-		root, err := decodeRoot(file, data)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		l.visiting[file] = true
-		errs = append(errs, l.imported(file, root, depth+1))
-		delete(l.visiting, file)
 	}
 	return errors.Join(errs...)
 }
 
-// imported reads an imported file: a list of rules (Anubis's snippets) or a
-// policy whose bots: are taken.
-func (l *loader) imported(name string, root *yaml.Node, depth int) error {
-	if root.Kind == yaml.SequenceNode {
-		return l.bots(name, root, depth)
-	}
-	if root.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(root.Content); i += 2 {
-			switch k := root.Content[i]; k.Value {
-			case "bots":
-				return l.bots(name, root.Content[i+1], depth)
-			}
-		}
-	}
-	return fmt.Errorf("%w: %s: an imported file is a list of rules or has bots:", ErrImport, at(name, root))
-}
-
-func (l *loader) thresholds(name string, seq *yaml.Node) error {
+func (l *loader) thresholds(name string, seq *yaml.Node, s *settings) error {
 	if seq.Kind != yaml.SequenceNode {
 		return fmt.Errorf("%w: %s: thresholds: must be a list", ErrInvalid, at(name, seq))
 	}
@@ -458,26 +425,26 @@ func (l *loader) thresholds(name string, seq *yaml.Node) error {
 		if err := n.Decode(t); err != nil {
 			return decodeError(name, n, err)
 		}
-		l.p.thresholds = append(l.p.thresholds, t)
+		s.thresholds = append(s.thresholds, t)
 	}
 	return nil
 }
 
 // signals reads signals: {name: weight | off}.
-func (l *loader) signals(name string, m *yaml.Node) error {
+func (l *loader) signals(name string, m *yaml.Node, s *settings) error {
 	if m.Kind != yaml.MappingNode {
 		return fmt.Errorf("%w: %s: signals: maps signal names to weights", ErrInvalid, at(name, m))
 	}
 	var errs []error
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
-		s, ok := parseSignal(k.Value)
+		sig, ok := parseSignal(k.Value)
 		if !ok {
 			errs = append(errs, fmt.Errorf("%w: %s: unknown signal %q (known: %s)", ErrInvalid, at(name, k), k.Value, strings.Join(signalNames[:], ", ")))
 			continue
 		}
 		if v.Value == "off" || v.Value == "false" {
-			l.p.signalOff |= 1 << s
+			s.signals[sig] = signalSetting{set: true, off: true}
 			continue
 		}
 		w, err := strconv.Atoi(v.Value)
@@ -485,13 +452,87 @@ func (l *loader) signals(name string, m *yaml.Node) error {
 			errs = append(errs, fmt.Errorf("%w: %s: signal %s: weight must be an integer or off", ErrInvalid, at(name, v), k.Value))
 			continue
 		}
-		l.p.signals[s] = w
+		s.signals[sig] = signalSetting{set: true, weight: w}
 	}
 	return errors.Join(errs...)
 }
 
-// builtinName turns "(builtin)/x.yaml" into the embedded path.
-func builtinName(p string) string { return path.Join("lists", strings.TrimPrefix(p, builtinPrefix)) }
+// statusCodes reads Anubis's status_codes: {CHALLENGE: N, DENY: M}: the
+// HTTP status of challenge and deny pages, each 100 to 599.
+func (l *loader) statusCodes(name string, m *yaml.Node, s *settings) error {
+	if m.Kind != yaml.MappingNode {
+		return fmt.Errorf("%w: %s: status_codes: maps CHALLENGE and DENY to HTTP status codes", ErrInvalid, at(name, m))
+	}
+	var errs []error
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		idx := -1
+		switch k.Value {
+		case "CHALLENGE":
+			idx = 0
+		case "DENY":
+			idx = 1
+		default:
+			l.warn("%s: status_codes: unknown key %q ignored (CHALLENGE, DENY)", at(name, k), k.Value)
+			continue
+		}
+		code, err := strconv.Atoi(v.Value)
+		if err != nil || v.Kind != yaml.ScalarNode || code < 100 || code > 599 {
+			errs = append(errs, fmt.Errorf("%w: %s: status_codes: %s: %q is not an HTTP status code (100 to 599)", ErrInvalid, at(name, v), k.Value, v.Value))
+			continue
+		}
+		s.status[idx] = &code
+	}
+	return errors.Join(errs...)
+}
+
+// hostingASNs reads hosting_asns: a list of AS numbers replaces the
+// built-in list of hosting networks; {add: [...], remove: [...]} edits it.
+func (l *loader) hostingASNs(name string, v *yaml.Node, s *settings) error {
+	list := func(n *yaml.Node) ([]uint32, error) {
+		if n.Kind != yaml.SequenceNode {
+			return nil, fmt.Errorf("%w: %s: hosting_asns: want a list of AS numbers", ErrInvalid, at(name, n))
+		}
+		out := make([]uint32, 0, len(n.Content))
+		for _, e := range n.Content {
+			a, err := parseASN(e.Value)
+			if err != nil || e.Kind != yaml.ScalarNode {
+				return nil, fmt.Errorf("%w: %s: hosting_asns: %v", ErrInvalid, at(name, e), err)
+			}
+			out = append(out, a)
+		}
+		return out, nil
+	}
+	e := &hostingEdit{}
+	switch v.Kind {
+	case yaml.SequenceNode:
+		got, err := list(v)
+		if err != nil {
+			return err
+		}
+		e.replace, e.list = true, got
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			k, val := v.Content[i], v.Content[i+1]
+			got, err := list(val)
+			if err != nil {
+				return err
+			}
+			switch k.Value {
+			case "add":
+				e.add = got
+			case "remove":
+				e.remove = got
+			default:
+				return fmt.Errorf("%w: %s: hosting_asns: unknown key %q (add, remove)", ErrInvalid, at(name, k), k.Value)
+			}
+		}
+	default:
+		return fmt.Errorf("%w: %s: hosting_asns: a list of AS numbers, or {add: [...], remove: [...]}", ErrInvalid, at(name, v))
+	}
+	s.hosting = e
+	return nil
+}
 
 // decodeError names the line of a node that does not decode.
 func decodeError(name string, n *yaml.Node, err error) error {

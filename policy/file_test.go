@@ -155,7 +155,9 @@ func TestAnubisWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := p.Warnings()
-	for _, want := range []string{"dnsbl", "logging", "openGraph", "status_codes", "store", `"countries-with-aggressive-scrapers": Anubis-only matcher geoip`, "asns", "preact"} {
+	for _, want := range []string{"dnsbl", "logging", "openGraph", "store",
+		`"countries-with-aggressive-scrapers": geoip: needs a country database (geo.country_db`,
+		`"aggressive-asns-without-functional-abuse-contact": asns: needs an ASN database (geo.asn_db`, "preact"} {
 		n := 0
 		for _, w := range ws {
 			if strings.Contains(w, want) {
@@ -171,9 +173,27 @@ func TestAnubisWarnings(t *testing.T) {
 			t.Errorf("warning %q does not name file:line", w)
 		}
 	}
-	for _, r := range p.Rules() {
-		if strings.Contains(r.Name, "countries") || strings.Contains(r.Name, "asns") {
-			t.Errorf("rule %s loaded; Thoth rules must be skipped", r.Name)
+	if c, d := p.StatusCodes(); c != 200 || d != 200 {
+		t.Errorf("StatusCodes = %d, %d; want Anubis's 200, 200", c, d)
+	}
+	// Without geo databases the geo rules load and never match; with them
+	// they weigh.
+	r := chromeRequest()
+	r.ASN, r.Country = 13335, "BR"
+	if d := p.Evaluate(r); slices.Contains(names(&d), "countries-with-aggressive-scrapers") {
+		t.Errorf("a geoip rule matched without a country database: %v", names(&d))
+	}
+	g, err := Load("testdata/good/anubis-default-local.yaml", Options{Geo: Geo{ASN: true, Country: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := g.Evaluate(r)
+	if got := names(&d); !slices.Contains(got, "countries-with-aggressive-scrapers") || !slices.Contains(got, "aggressive-asns-without-functional-abuse-contact") {
+		t.Errorf("geo rules did not weigh with databases: %v", got)
+	}
+	for _, w := range g.Warnings() {
+		if strings.Contains(w, "geo.") {
+			t.Errorf("warning with databases: %s", w)
 		}
 	}
 }
@@ -304,8 +324,10 @@ func TestDocExample(t *testing.T) {
 		}
 	}
 	opts := Options{
-		ReadFile: func(string) ([]byte, error) { return []byte("- {name: x, path_regex: ^/x, action: DENY}"), nil },
-		Glob:     func(string) ([]string, error) { return []string{"rules/x.yaml"}, nil },
+		ReadFile:      func(string) ([]byte, error) { return []byte("- {name: x, path_regex: ^/x, action: DENY}"), nil },
+		Glob:          func(string) ([]string, error) { return []string{"rules/x.yaml"}, nil },
+		Geo:           Geo{ASN: true, Country: true},
+		DivertTargets: []string{"tarpit"},
 	}
 	p, err := Parse("doc.yaml", []byte(yml.String()), opts)
 	if err != nil {

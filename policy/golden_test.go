@@ -46,7 +46,10 @@ func TestRobotsGolden(t *testing.T) {
 // of the acceptance list.
 func TestExplainGolden(t *testing.T) {
 	t.Parallel()
-	p := mustDefault(t)
+	p, err := LoadDefault(Options{Geo: Geo{ASN: true, Country: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	python := curlRequest(uaFirefox)
 	python.ClientFamily, python.Proto = "python", "HTTP/1.1"
 	python.HeaderOrder = []string{"Host", "User-Agent", "Accept-Encoding", "Accept", "Connection"}
@@ -57,23 +60,47 @@ func TestExplainGolden(t *testing.T) {
 	headless.Header.Del("Accept-Language")
 	feed := curlRequest(uaMiniflux)
 	feed.Path, feed.ClientFamily = "/feed.xml", "go"
+	bot := curlRequest(uaGooglebot)
+	bot.ClientFamily = ""
+	botVerified := curlRequest(uaGooglebot)
+	botVerified.ClientFamily, botVerified.CrawlerVerified = "", CrawlerVerified
+	cloud := chromeRequest()
+	cloud.ASN, cloud.ASOrg, cloud.Country = 16509, "AMAZON-02", "US"
+	home := chromeRequest()
+	home.ASN, home.ASOrg, home.Country = 3320, "Deutsche Telekom AG", "DE"
+	robot := curlRequest("Mozilla/5.0+(compatible; UptimeRobot/2.0; http://www.uptimerobot.com/)")
+	robot.ClientFamily = "node"
+	fakeRobot := chromeRequest()
+	fakeRobot.Header.Set("User-Agent", "Mozilla/5.0+(compatible; UptimeRobot/2.0; http://www.uptimerobot.com/)")
 	cases := []struct {
 		name string
 		r    *Request
+		ran  *Checks
 	}{
-		{"chrome", chromeRequest()},
-		{"curl", curlRequest("curl/8.5.0")},
-		{"curl with a Chrome UA", curlRequest(uaChrome)},
-		{"python with a Firefox UA", python},
-		{"go with a Googlebot UA", gobot},
-		{"GPTBot", curlRequest(uaGPTBot)},
-		{"headless chromium", headless},
-		{"feed reader", feed},
+		{"chrome", chromeRequest(), nil},
+		{"curl", curlRequest("curl/8.5.0"), nil},
+		{"curl with a Chrome UA", curlRequest(uaChrome), nil},
+		{"python with a Firefox UA", python, nil},
+		{"go with a Googlebot UA", gobot, nil},
+		{"GPTBot", curlRequest(uaGPTBot), nil},
+		{"headless chromium", headless, nil},
+		{"feed reader", feed, nil},
+		{"Googlebot, verification skipped", bot, nil},
+		{"Googlebot, verification ran without an answer", bot, &Checks{Crawler: true}},
+		{"Googlebot, verified", botVerified, nil},
+		{"chrome from a cloud network", cloud, nil},
+		{"chrome from a home network", home, nil},
+		{"UptimeRobot", robot, nil},
+		{"UptimeRobot's User-Agent on Chrome's TLS", fakeRobot, nil},
 	}
 	var b strings.Builder
 	for _, c := range cases {
 		b.WriteString("== " + c.name + "\n")
-		b.WriteString(strings.Replace(p.Explain(c.r), "policy "+p.Version(), "policy (version)", 1))
+		out := p.Explain(c.r)
+		if c.ran != nil {
+			out = p.ExplainChecks(c.r, *c.ran)
+		}
+		b.WriteString(strings.Replace(out, "policy "+p.Version(), "policy (version)", 1))
 	}
 	golden(t, "explain-default.txt", []byte(b.String()))
 }

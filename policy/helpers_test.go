@@ -15,6 +15,11 @@ const (
 	uaGooglebot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 	uaGPTBot    = "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)"
 	uaMiniflux  = "Mozilla/5.0 (compatible; Miniflux/2.2.3; +https://miniflux.app)"
+	// Real User-Agents that carry a browser part and a bot token; see
+	// lists/monitors.yaml and lists/link-previews.yaml for their sources.
+	uaGooglebotSmartphone = "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.6778.69 Mobile Safari/537.36 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+	uaBetterUptime        = "Better Uptime Bot Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36"
+	uaIMessage            = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_11_1) AppleWebKit/601.2.4 (KHTML, like Gecko) Version/9.0.1 Safari/601.2.4 facebookexternalhit/1.1 Facebot Twitterbot/1.0"
 )
 
 // chromeRequest is what Chrome sends for a top-level navigation over
@@ -85,3 +90,5 @@ func mustParse(t testing.TB, src string) *Policy {
 }
 
 func names(d *Decision) []string { return d.AppendNames(nil) }
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -21,16 +21,20 @@ var (
 type Action uint8
 
 // The actions a Decision carries. WEIGH is a rule action only: it never
-// decides.
+// decides. Anubis's DENY_AND_REROUTE decides DENY with Decision.RerouteTo
+// set, so that logs and metrics count it as a denial.
 const (
 	ALLOW Action = iota
 	DENY
 	CHALLENGE
 	RATE
 	WEIGH
+	// DIVERT proxies the request to the divert: target Decision.DivertTo
+	// names (a tarpit such as iocaine or Nepenthes) instead of the site.
+	DIVERT
 )
 
-var actionNames = [...]string{"ALLOW", "DENY", "CHALLENGE", "RATE", "WEIGH"}
+var actionNames = [...]string{"ALLOW", "DENY", "CHALLENGE", "RATE", "WEIGH", "DIVERT"}
 
 // String returns the action's name as it is written in policy files.
 func (a Action) String() string {
@@ -56,6 +60,26 @@ type Options struct {
 	// Glob expands import patterns. If nil, filepath.Glob is used; a
 	// pattern without glob characters is read as is.
 	Glob func(pattern string) ([]string, error)
+	// Geo says which geo databases the edge has, and so which of
+	// Request.ASN, ASOrg and Country it fills. A rule with asns: loads
+	// without an ASN database, and a rule with geoip: without a country
+	// database, with one warning each naming the missing configuration key,
+	// and never matches. The zero value: no databases.
+	Geo Geo
+	// DivertTargets names the divert: targets of the edge's configuration.
+	// When it is not nil, a divert_to: that names none of them is an error
+	// naming the rule's file:line; when nil, divert_to: names are not
+	// checked (Policy.DivertTargets lists them for the caller to check).
+	DivertTargets []string
+}
+
+// Geo says which geo databases exist (edge.yaml geo:).
+type Geo struct {
+	// ASN: geo.asn_db is configured; the edge fills Request.ASN and ASOrg.
+	ASN bool
+	// Country: geo.country_db is configured; the edge fills
+	// Request.Country.
+	Country bool
 }
 
 func (o Options) readFile(name string) ([]byte, error) {
@@ -93,6 +117,13 @@ type Request struct {
 	// CrawlerVerified is the Verifier's answer for a User-Agent that claims
 	// a known crawler; CrawlerUnchecked when the edge did not ask.
 	CrawlerVerified CrawlerCheck
+	// ASN and ASOrg are the client address's autonomous system from the
+	// geo ASN database; 0 and "" when unknown or without a database.
+	ASN   uint32
+	ASOrg string
+	// Country is the client address's country from the geo country
+	// database, ISO 3166-1 alpha-2 in upper case ("US"); "" when unknown.
+	Country string
 }
 
 // CrawlerCheck is the outcome of crawler verification.
@@ -149,6 +180,23 @@ type Decision struct {
 	Weight    int
 	Challenge Challenge // when Action is CHALLENGE
 	Rate      RateLimit // when Action is RATE
+	// RerouteTo is the absolute URL an Anubis DENY_AND_REROUTE rule sends
+	// the client to, with a redirect (Anubis answers 307); Action is DENY.
+	// "" for every other decision.
+	RerouteTo string
+	// DivertTo names the divert: target (edge.yaml) the request is proxied
+	// to when Action is DIVERT; "" otherwise.
+	DivertTo string
+	// BrowserAgrees reports that the User-Agent claims a browser, without a
+	// bot token, and that the TLS fingerprint's known-client family is that
+	// browser's (Chromium-based: chrome or edge; Firefox: firefox; Safari
+	// and iOS: safari or ios), and, on HTTP/2, that the HTTP/2
+	// fingerprint's pseudo-header order is that browser's. An unknown JA4
+	// (empty ClientFamily) gives false. With Lied and the weight, it decides
+	// whether the no-JS wait may be offered (DESIGN.md, "Challenges"):
+	//
+	//	d.BrowserAgrees && !d.Lied() && d.Weight < p.WaitMaxWeight()
+	BrowserAgrees bool
 	// Rule is the name of the rule or threshold that decided; "" when
 	// nothing matched and the request is allowed by default.
 	Rule string
@@ -159,9 +207,20 @@ type Decision struct {
 	Signals Signals
 
 	p        *Policy
+	raw      Signals // the signals that fired, before signals: switched any off
 	nMatched int
 	matched  [maxMatched]uint16 // indexes into p.rules, in order
 }
+
+// lieSignals are the signals that say the client lies about what it is.
+const lieSignals = 1<<SignalUATLSMismatch | 1<<SignalFakeCrawler | 1<<SignalHeadless
+
+// Lied reports whether a lie-detection signal fired: ua_tls_mismatch,
+// fake_crawler or headless. It reads what fired even when the policy's
+// signals: section switched the signal off (off removes its weight and
+// its rule matches, not the fact), so that a client that lied is never
+// offered the no-JS wait.
+func (d *Decision) Lied() bool { return d.raw&lieSignals != 0 }
 
 // Rules yields the names of the rules that matched, in policy order: the
 // WEIGH rules, then the rule that decided, if any. A threshold that decided

@@ -26,7 +26,11 @@ func (b *litBits) has(i int32) bool { return b[i>>6]&(1<<(i&63)) != 0 }
 type prefilter struct {
 	lits   []string           // lower-cased, len >= 2
 	bigram [65536 / 64]uint64 // first two bytes (lower-cased) present
-	heads  map[uint16][]int32 // first two bytes → literal indexes
+	// headAt maps the first two bytes of literals (lower-cased) to 1 +
+	// their index in heads, 0 when no literal starts so: an array rather
+	// than a map, because scan looks it up at every bigram it finds.
+	headAt []uint16
+	heads  [][]int32 // literal indexes by first two bytes
 	index  map[string]int32
 }
 
@@ -34,11 +38,12 @@ type prefilter struct {
 type regexMatcher struct {
 	re    *regexp.Regexp
 	lits  []int32 // literal indexes; nil means no prefilter: always run
+	sum   uint64  // the literal indexes modulo 64, as bits: a quick "none found"
 	exact bool    // containing one literal is the same as matching
 }
 
 func newPrefilter() *prefilter {
-	return &prefilter{heads: map[uint16][]int32{}, index: map[string]int32{}}
+	return &prefilter{headAt: make([]uint16, 1<<16), index: map[string]int32{}}
 }
 
 func lower(b byte) byte {
@@ -61,7 +66,12 @@ func (p *prefilter) add(lit string) (int32, bool) {
 	p.index[lit] = i
 	k := uint16(lit[0])<<8 | uint16(lit[1])
 	p.bigram[k>>6] |= 1 << (k & 63)
-	p.heads[k] = append(p.heads[k], i)
+	if p.headAt[k] == 0 {
+		p.heads = append(p.heads, nil)
+		p.headAt[k] = uint16(len(p.heads)) // at most maxLiterals: fits
+	}
+	h := p.headAt[k] - 1
+	p.heads[h] = append(p.heads[h], i)
 	return i, true
 }
 
@@ -93,6 +103,7 @@ func (p *prefilter) compile(expr string) (*regexMatcher, error) {
 			return m, nil
 		}
 		ids = append(ids, i)
+		m.sum |= 1 << (i & 63)
 		if !l.fold {
 			exact = false // the prefilter folds case; the regexp must check
 		}
@@ -174,10 +185,11 @@ func minLen(ls []lit) int {
 	return m
 }
 
-// scan sets in found the literals s contains. When s is not ASCII the
-// prefilter cannot rule anything out (Unicode case folding) and all
-// reports false: the caller then runs every regexp.
-func (p *prefilter) scan(s string, found *litBits) (all bool) {
+// scan sets in found the literals s contains, and in sum their indexes
+// modulo 64. When s is not ASCII the prefilter cannot rule anything out
+// (Unicode case folding) and all reports true: the caller then runs every
+// regexp.
+func (p *prefilter) scan(s string, found *litBits, sum *uint64) (all bool) {
 	if len(p.lits) == 0 {
 		return false
 	}
@@ -189,13 +201,14 @@ func (p *prefilter) scan(s string, found *litBits) (all bool) {
 		if p.bigram[k>>6]&(1<<(k&63)) == 0 {
 			continue
 		}
-		for _, id := range p.heads[k] {
+		for _, id := range p.heads[p.headAt[k]-1] {
 			if found.has(id) {
 				continue
 			}
 			l := p.lits[id]
 			if len(s)-i >= len(l) && foldHasPrefix(s[i:], l) {
 				found.set(id)
+				*sum |= 1 << (id & 63)
 			}
 		}
 	}
@@ -213,9 +226,18 @@ func foldHasPrefix(s, lit string) bool {
 	return true
 }
 
+// absent reports, from the scan's summary alone, that none of m's literals
+// is in the string, so that m cannot match.
+func (m *regexMatcher) absent(sum uint64, all bool) bool {
+	return m.lits != nil && !all && m.sum&sum == 0
+}
+
 // match runs m on s given the scan's result.
-func (m *regexMatcher) match(s string, found *litBits, all bool) bool {
+func (m *regexMatcher) match(s string, found *litBits, sum uint64, all bool) bool {
 	if m.lits != nil && !all {
+		if m.sum&sum == 0 {
+			return false // none of m's literals is in s
+		}
 		hit := false
 		for _, id := range m.lits {
 			if found.has(id) {

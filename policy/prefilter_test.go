@@ -33,10 +33,11 @@ func TestPrefilterAgreesWithRegexp(t *testing.T) {
 	}
 	for _, in := range prefilterInputs {
 		var found litBits
-		all := p.scan(in, &found)
+		var sum uint64
+		all := p.scan(in, &found, &sum)
 		for i, m := range ms {
 			want := regexp.MustCompile(prefilterRegexps[i]).MatchString(in)
-			if got := m.match(in, &found, all); got != want {
+			if got := m.match(in, &found, sum, all); got != want {
 				t.Errorf("%q on %q: prefiltered %v, regexp %v", prefilterRegexps[i], in, got, want)
 			}
 		}
@@ -92,7 +93,9 @@ func TestPrefilterCapacity(t *testing.T) {
 		t.Error("a regexp beyond capacity got a prefilter")
 	}
 	var found litBits
-	if !m.match("x onemoreliteral", &found, p.scan("x onemoreliteral", &found)) {
+	var sum uint64
+	all := p.scan("x onemoreliteral", &found, &sum)
+	if !m.match("x onemoreliteral", &found, sum, all) {
 		t.Error("a regexp beyond capacity does not match")
 	}
 }

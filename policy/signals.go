@@ -22,16 +22,26 @@ const (
 	SignalFakeCrawler
 	// SignalVerifiedCrawler: a well-known crawler whose address verified.
 	SignalVerifiedCrawler
+	// SignalHeadless: an automated browser that says so: HeadlessChrome (or
+	// PhantomJS, SlimerJS) in the User-Agent, or the HeadlessChrome brand in
+	// Sec-CH-UA.
+	SignalHeadless
+	// SignalHostingASN: a User-Agent that claims a browser (without a bot
+	// token) from an address of a hosting or cloud network (the policy's
+	// hosting_asns, by default lists/hosting-asns.txt). People browse from
+	// homes, offices and phones; scrapers rent servers. Needs geo.asn_db.
+	SignalHostingASN
 	numSignals
 )
 
 var signalNames = [numSignals]string{
 	"ua_tls_mismatch", "browser_headers_missing", "proto_mismatch", "fake_crawler", "verified_crawler",
+	"headless", "hosting_asn",
 }
 
 // defaultSignalWeights are the weights a policy gets unless its signals:
 // section says otherwise.
-var defaultSignalWeights = [numSignals]int{30, 10, 10, 50, 0}
+var defaultSignalWeights = [numSignals]int{30, 10, 10, 50, 0, 20, 20}
 
 // String returns the signal's name as policy files write it.
 func (s Signal) String() string {
@@ -78,23 +88,28 @@ const (
 
 // uaClaim is what a User-Agent says about the client.
 type uaClaim struct {
-	brand   brand
-	major   int
-	crawler bool // a bot convention ("compatible;", "+http") or a crawler name
+	brand    brand
+	major    int
+	bot      bool // a bot convention ("compatible;", "+http", a bot/ token) or text before "Mozilla/5.0 ("
+	headless bool // HeadlessChrome, PhantomJS or SlimerJS
 }
 
-// parseUA reads the browser claim of a User-Agent without allocating.
-// "Mozilla/5.0 (compatible; Bot/1.0; +url)" is a bot convention, not a
-// browser claim.
+// parseUA reads the browser claim of a User-Agent without allocating. A
+// browser claim is "Mozilla/5.0 (" followed by a browser's product token;
+// it is read even when the User-Agent also carries a bot convention
+// ("Mozilla/5.0 (compatible; Bot/1.0; +url)", a previewer's
+// "… Safari/601.2.4 facebookexternalhit/1.1", a monitor's
+// "Better Uptime Bot Mozilla/5.0 (…) Chrome/…"): such a client is marked
+// bot, and its browser part is still held to its TLS stack.
 func parseUA(ua string) uaClaim {
 	var c uaClaim
-	if !strings.HasPrefix(ua, "Mozilla/5.0 (") {
+	c.headless = strings.Contains(ua, "HeadlessChrom") || strings.Contains(ua, "PhantomJS") || strings.Contains(ua, "SlimerJS")
+	at := strings.Index(ua, "Mozilla/5.0 (")
+	if at < 0 {
 		return c
 	}
-	if strings.Contains(ua, "compatible;") || strings.Contains(ua, "+http") || strings.Contains(ua, "bot/") || strings.Contains(ua, "Bot/") {
-		c.crawler = true
-		return c
-	}
+	c.bot = at > 0 || strings.Contains(ua, "compatible;") || strings.Contains(ua, "+http") ||
+		strings.Contains(ua, "bot/") || strings.Contains(ua, "Bot/")
 	if strings.Contains(ua, "(iPhone") || strings.Contains(ua, "(iPad") {
 		c.brand = brandIOS
 		c.major = versionAfter(ua, "Version/")
@@ -153,8 +168,9 @@ func familyConsistent(b brand, family string) bool {
 	return true
 }
 
-// computeSignals returns the signals that fire for r.
-func computeSignals(r *Request, ua string) Signals {
+// signals returns the signals that fire for r (before the policy's
+// signals: section switches any off) and the User-Agent's claim.
+func (p *Policy) signals(r *Request, ua string) (Signals, uaClaim) {
 	var ss Signals
 	switch r.CrawlerVerified {
 	case CrawlerFailed:
@@ -163,11 +179,22 @@ func computeSignals(r *Request, ua string) Signals {
 		ss |= 1 << SignalVerifiedCrawler
 	}
 	c := parseUA(ua)
+	if c.headless {
+		ss |= 1 << SignalHeadless
+	}
 	if c.brand == brandNone {
-		return ss
+		return ss, c
+	}
+	if c.brand == brandChromium && strings.Contains(headerValue(r, "Sec-Ch-Ua"), "HeadlessChrome") {
+		ss |= 1 << SignalHeadless
 	}
 	if r.ClientFamily != "" && !familyConsistent(c.brand, r.ClientFamily) {
 		ss |= 1 << SignalUATLSMismatch
+	}
+	if c.bot {
+		// A declared bot is not held to the headers and protocols of
+		// browsers, nor to where people browse from.
+		return ss, c
 	}
 	if browserHeadersMissing(r, c) {
 		ss |= 1 << SignalBrowserHeadersMissing
@@ -175,7 +202,37 @@ func computeSignals(r *Request, ua string) Signals {
 	if r.TLS && r.Proto == "HTTP/1.1" && modernBrowser(c) && !isUpgrade(r) {
 		ss |= 1 << SignalProtoMismatch
 	}
-	return ss
+	if r.ASN != 0 && p.hosting.contains(r.ASN) {
+		ss |= 1 << SignalHostingASN
+	}
+	return ss, c
+}
+
+// browserAgrees reports whether r's fingerprints agree with the browser c
+// claims: see Decision.BrowserAgrees.
+func browserAgrees(r *Request, c uaClaim) bool {
+	if c.brand == brandNone || c.bot || r.ClientFamily == "" || !familyConsistent(c.brand, r.ClientFamily) {
+		return false
+	}
+	if r.Proto != "HTTP/2.0" || r.H2FP == "" {
+		return true
+	}
+	// The h2fp's last field is the first request's pseudo-header order,
+	// as letters joined by commas: "m,a,s,p".
+	i := strings.LastIndexByte(r.H2FP, '|')
+	var buf [4]byte
+	n := 0
+	for _, b := range []byte(r.H2FP[i+1:]) {
+		if b == ',' {
+			continue
+		}
+		if n == len(buf) {
+			return false
+		}
+		buf[n] = b
+		n++
+	}
+	return pseudoLettersOK(c.brand, string(buf[:n]))
 }
 
 // modernBrowser reports a browser version that speaks HTTP/2 and sends
@@ -246,8 +303,7 @@ func browserHeadersMissing(r *Request, c uaClaim) bool {
 }
 
 // pseudoOrderOK checks the pseudo-header order against the one the claimed
-// browser uses: Chromium m,a,s,p; Firefox m,p,a,s; Safari m,s,p,a or
-// m,s,a,p.
+// browser uses.
 func pseudoOrderOK(b brand, order []string) bool {
 	var buf [4]byte
 	n := 0
@@ -260,7 +316,13 @@ func pseudoOrderOK(b brand, order []string) bool {
 			n++
 		}
 	}
-	got := string(buf[:n]) // does not escape: compared only
+	return pseudoLettersOK(b, string(buf[:n])) // does not escape: compared only
+}
+
+// pseudoLettersOK checks pseudo-header initials in order (":method",
+// ":authority", ":scheme", ":path" → "masp") against the claimed browser:
+// Chromium m,a,s,p; Firefox m,p,a,s; Safari m,s,p,a or m,s,a,p.
+func pseudoLettersOK(b brand, got string) bool {
 	switch b {
 	case brandChromium:
 		return got == "masp"

@@ -22,7 +22,9 @@ func TestParseUA(t *testing.T) {
 		{"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/131.0.6778.73 Mobile/15E148 Safari/604.1", brandIOS, 17},
 		{uaGooglebot, brandNone, 0},
 		{uaGPTBot, brandNone, 0},
-		{"Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.6778.69 Mobile Safari/537.36 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", brandNone, 0},
+		{uaGooglebotSmartphone, brandChromium, 131},
+		{uaBetterUptime, brandChromium, 130},
+		{uaIMessage, brandSafari, 9},
 		{uaMiniflux, brandNone, 0},
 		{"curl/8.5.0", brandNone, 0},
 		{"", brandNone, 0},
@@ -115,6 +117,46 @@ func TestSignals(t *testing.T) {
 		}, nil},
 		{"crawler unverified", func(r *Request) { r.Header.Set("User-Agent", uaGooglebot); r.CrawlerVerified = CrawlerFailed }, []Signal{SignalFakeCrawler}},
 		{"crawler verified", func(r *Request) { r.Header.Set("User-Agent", uaGooglebot); r.CrawlerVerified = CrawlerVerified }, []Signal{SignalVerifiedCrawler}},
+		{"HeadlessChrome in the User-Agent", func(r *Request) { r.Header.Set("User-Agent", uaHeadless) }, []Signal{SignalHeadless}},
+		{"HeadlessChrome in Sec-CH-UA", func(r *Request) {
+			r.Header.Set("Sec-Ch-Ua", `"Chromium";v="131", "HeadlessChrome";v="131", "Not_A Brand";v="24"`)
+		}, []Signal{SignalHeadless}},
+		{"PhantomJS", func(r *Request) {
+			r.Header.Set("User-Agent", "Mozilla/5.0 (Unknown; Linux x86_64) AppleWebKit/538.1 (KHTML, like Gecko) PhantomJS/2.1.1 Safari/538.1")
+			r.ClientFamily = ""
+			r.HeaderOrder = nil
+		}, []Signal{SignalHeadless}},
+		{"chrome from a cloud network", func(r *Request) { r.ASN = 16509 }, []Signal{SignalHostingASN}},
+		{"chrome from a home network", func(r *Request) { r.ASN = 3320 }, nil},
+		{"curl from a cloud network", func(r *Request) {
+			r.Header.Set("User-Agent", "curl/8.5.0")
+			r.ClientFamily, r.ASN = "curl", 24940
+		}, nil},
+		{"a declared bot with a Chrome part from a cloud network", func(r *Request) {
+			r.Header.Set("User-Agent", uaBetterUptime)
+			r.ASN = 16509
+		}, nil},
+		// A bot token does not hide the browser part from the TLS stack.
+		{"a monitor's Chrome part on Go's TLS", func(r *Request) {
+			r.Header.Set("User-Agent", uaBetterUptime)
+			r.ClientFamily = "go"
+			r.Header.Del("Sec-Ch-Ua")
+		}, []Signal{SignalUATLSMismatch}},
+		{"a Chrome with a bot token on Chrome's TLS", func(r *Request) {
+			r.Header.Set("User-Agent", uaChrome+" SomeBot/1.0")
+		}, nil},
+		{"iMessage's Safari part on Apple's TLS", func(r *Request) {
+			r.Header.Set("User-Agent", uaIMessage)
+			r.ClientFamily = "ios"
+		}, nil},
+		{"iMessage's Safari part on curl", func(r *Request) {
+			r.Header.Set("User-Agent", uaIMessage)
+			r.ClientFamily = "curl"
+		}, []Signal{SignalUATLSMismatch}},
+		{"Googlebot smartphone's Chrome part on an unknown stack", func(r *Request) {
+			r.Header.Set("User-Agent", uaGooglebotSmartphone)
+			r.ClientFamily = ""
+		}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,7 +166,9 @@ func TestSignals(t *testing.T) {
 				tt.edit(r)
 			}
 			var got []Signal
-			for s := range computeSignals(r, r.Header.Get("User-Agent")).All {
+			p := &Policy{hosting: newASNSet([]uint32{16509, 24940})}
+			raw, _ := p.signals(r, r.Header.Get("User-Agent"))
+			for s := range raw.All {
 				got = append(got, s)
 			}
 			if !slices.Equal(got, tt.want) {
@@ -145,12 +189,86 @@ func TestSignalNames(t *testing.T) {
 	if _, ok := parseSignal("nope"); ok {
 		t.Error(`parseSignal("nope") succeeded`)
 	}
-	for a := ALLOW; a <= WEIGH; a++ {
+	for a := ALLOW; a <= DIVERT; a++ {
 		if got, ok := parseAction(a.String()); !ok || got != a {
 			t.Errorf("parseAction(%q) = %v, %v", a.String(), got, ok)
 		}
 	}
 	if Action(99).String() != "UNKNOWN" {
 		t.Error("Action(99).String()")
+	}
+}
+
+func TestBrowserAgrees(t *testing.T) {
+	t.Parallel()
+	p := mustDefault(t)
+	tests := []struct {
+		name string
+		edit func(r *Request)
+		want bool
+	}{
+		{"Chrome on Chrome's TLS and HTTP/2", nil, true},
+		{"Chrome on Edge's TLS", func(r *Request) { r.ClientFamily = "edge" }, true},
+		{"Chrome on an unknown JA4", func(r *Request) { r.ClientFamily = "" }, false},
+		{"Chrome on Firefox's TLS", func(r *Request) { r.ClientFamily = "firefox" }, false},
+		{"Chrome with curl's HTTP/2 fingerprint", func(r *Request) { r.H2FP = "3:100;4:33554432;2:0|33488897|0|m,p,s,a" }, false},
+		{"Chrome with Chromium 156's HTTP/2 fingerprint", func(r *Request) { r.H2FP = "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p" }, true},
+		{"Chrome on HTTP/3", func(r *Request) { r.Proto, r.H2FP = "HTTP/3.0", "" }, true},
+		{"Chrome without an HTTP/2 fingerprint", func(r *Request) { r.H2FP = "" }, true},
+		{"Firefox", func(r *Request) {
+			r.Header.Set("User-Agent", uaFirefox)
+			r.ClientFamily = "firefox"
+			r.H2FP = "1:65536;2:0;4:131072;5:16384|12517377|0|m,p,a,s"
+		}, true},
+		{"Safari on iOS's TLS", func(r *Request) {
+			r.Header.Set("User-Agent", uaIPhone)
+			r.ClientFamily = "ios"
+			r.H2FP = "2:0;3:100;4:2097152;8:1;9:1|10420225|0|m,s,a,p"
+		}, true},
+		{"a bot token", func(r *Request) { r.Header.Set("User-Agent", uaChrome+" FetchBot/1.0") }, false},
+		{"no browser claimed", func(r *Request) { r.Header.Set("User-Agent", "curl/8.5.0") }, false},
+		{"a malformed HTTP/2 fingerprint", func(r *Request) { r.H2FP = "x|y|z|m,a,s,p,q" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := chromeRequest()
+			if tt.edit != nil {
+				tt.edit(r)
+			}
+			if d := p.Evaluate(r); d.BrowserAgrees != tt.want {
+				t.Errorf("BrowserAgrees = %v, want %v", d.BrowserAgrees, tt.want)
+			}
+		})
+	}
+}
+
+func TestLied(t *testing.T) {
+	t.Parallel()
+	off := mustParse(t, "bots: [{name: x, path_regex: ^/x$, action: DENY}]\nsignals: {ua_tls_mismatch: off, headless: off}")
+	tests := []struct {
+		name string
+		edit func(r *Request)
+		want bool
+	}{
+		{"real Chrome", nil, false},
+		{"browser headers missing is not a lie", func(r *Request) { r.Header.Del("Accept-Language") }, false},
+		{"Chrome's User-Agent on curl", func(r *Request) { r.ClientFamily = "curl" }, true},
+		{"a failed crawler check", func(r *Request) { r.Header.Set("User-Agent", uaGooglebot); r.CrawlerVerified = CrawlerFailed }, true},
+		{"headless", func(r *Request) { r.Header.Set("User-Agent", uaHeadless) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := chromeRequest()
+			if tt.edit != nil {
+				tt.edit(r)
+			}
+			for _, p := range []*Policy{mustDefault(t), off} {
+				if d := p.Evaluate(r); d.Lied() != tt.want {
+					t.Errorf("Lied = %v, want %v (signals %v)", d.Lied(), tt.want, names(&d))
+				}
+			}
+		})
 	}
 }

@@ -33,6 +33,9 @@ var knownCrawlers = [...]crawler{
 	{"duckduckbot", "DuckDuckBot", nil}, // published ranges only
 	{"qwantbot", "Qwantbot", nil},
 	{"mojeekbot", "MojeekBot", nil},
+	// https://commoncrawl.org/ccbot: reverse DNS in crawl.commoncrawl.org;
+	// ranges at https://index.commoncrawl.org/ccbot.json.
+	{"ccbot", "CCBot", []string{"crawl.commoncrawl.org"}},
 }
 
 // ClaimedCrawler returns the name of the well-known crawler a User-Agent

@@ -70,6 +70,7 @@ func TestClaimedCrawler(t *testing.T) {
 		{"Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm) Chrome/116.0.1938.76 Safari/537.36", "bingbot"},
 		{"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/13.1.1 Safari/605.1.15 (Applebot/0.1; +http://www.apple.com/go/applebot)", "applebot"},
 		{"DuckDuckBot/1.1; (+http://duckduckgo.com/duckduckbot.html)", "duckduckbot"},
+		{"CCBot/2.0 (https://commoncrawl.org/faq/)", "ccbot"},
 		{uaChrome, ""},
 		{uaGPTBot, ""},
 	}
@@ -207,5 +208,63 @@ func TestNotFound(t *testing.T) {
 	t.Parallel()
 	if notFound(errors.New("x")) || !notFound(&net.DNSError{IsNotFound: true}) {
 		t.Error("notFound misreads errors")
+	}
+}
+
+// TestCommonCrawl: CCBot is verified as the search crawlers are (forward-
+// confirmed reverse DNS in crawl.commoncrawl.org, or its published
+// ranges) and the default policy allows it when verified, denies it as a
+// fake when not, and challenges it when the check had no answer.
+func TestCommonCrawl(t *testing.T) {
+	t.Parallel()
+	const ua = "CCBot/2.0 (https://commoncrawl.org/faq/)"
+	dns := &fakeDNS{
+		ptr: map[string][]string{
+			"18.97.9.170":  {"ccbot-18-97-9-170.crawl.commoncrawl.org."},
+			"198.51.100.7": {"host-7.example.net."},
+		},
+		fwd: map[string][]netip.Addr{"ccbot-18-97-9-170.crawl.commoncrawl.org": {netip.MustParseAddr("18.97.9.170")}},
+	}
+	v, err := NewVerifier(VerifierConfig{Resolver: dns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges, err := NewVerifier(VerifierConfig{Resolver: dns, Ranges: map[string][]netip.Prefix{"ccbot": {netip.MustParsePrefix("18.97.9.168/29")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustDefault(t)
+	tests := []struct {
+		name   string
+		v      *Verifier
+		addr   string
+		check  CrawlerCheck
+		action Action
+		rule   string
+	}{
+		{"reverse DNS", v, "18.97.9.170", CrawlerVerified, ALLOW, "verified-crawler"},
+		{"another network", v, "198.51.100.7", CrawlerFailed, DENY, "fake-crawler"},
+		{"published ranges", ranges, "18.97.9.171", CrawlerVerified, ALLOW, "verified-crawler"},
+		{"outside the ranges", ranges, "18.97.9.160", CrawlerFailed, DENY, "fake-crawler"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			addr := netip.MustParseAddr(tt.addr)
+			got := tt.v.Verify(t.Context(), ua, addr)
+			if got != tt.check {
+				t.Fatalf("Verify = %v, want %v", got, tt.check)
+			}
+			r := curlRequest(ua)
+			r.RemoteAddr, r.ClientFamily, r.CrawlerVerified = addr, "", got
+			if d := p.Evaluate(r); d.Action != tt.action || d.Rule != tt.rule {
+				t.Errorf("got %s %q, want %s %q", d.Action, d.Rule, tt.action, tt.rule)
+			}
+		})
+	}
+	r := curlRequest(ua)
+	r.ClientFamily = ""
+	if d := p.Evaluate(r); d.Action != CHALLENGE || d.Rule != "unverified-ccbot" {
+		t.Errorf("unchecked CCBot: got %s %q, want CHALLENGE unverified-ccbot", d.Action, d.Rule)
 	}
 }

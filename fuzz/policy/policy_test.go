@@ -52,6 +52,8 @@ func requests() []*policy.Request {
 		{RemoteAddr: netip.MustParseAddr("::1"), Method: "POST", Path: "/api/x", RawQuery: "a=1&go-get=1", Proto: "HTTP/1.1", TLS: true,
 			Header: http.Header{"User-Agent": {chrome}}, ClientFamily: "curl", CrawlerVerified: policy.CrawlerFailed, Pass: "p"},
 		{Method: "GET", Path: "/feed.xml", Header: http.Header{}},
+		{RemoteAddr: netip.MustParseAddr("198.51.100.1"), Method: "GET", Path: "/x", Proto: "HTTP/2.0", TLS: true,
+			Header: http.Header{"User-Agent": {chrome}}, ClientFamily: "chrome", ASN: 16509, ASOrg: "AMAZON-02", Country: "US"},
 	}
 }
 
@@ -62,9 +64,12 @@ func FuzzParse(f *testing.F) {
 	seedFiles(f, "../../policy/testdata/good/*.*")
 	seedFiles(f, "../../policy/testdata/bad/*.yaml")
 	seedFiles(f, "../../policy/lists/*.yaml")
+	seedFiles(f, "../../policy/testdata/anubis/good/*")
+	seedFiles(f, "../../policy/testdata/anubis/bad/*")
 	f.Add(policy.DefaultPolicyYAML())
 	f.Add([]byte(`{"bots":[{"name":"x","expression":{"all":["path == \"/\"","weight > 0"]},"action":"WEIGH"}]}`))
 	f.Add([]byte("bots: [{name: r, path_regex: ., action: RATE, rate: {key: pass, per_second: 1, burst: 2}}]"))
+	f.Add([]byte("bots: [{name: d, user_agent_regex: GPTBot, action: DIVERT, divert_to: tarpit}, {name: r, path_regex: ^/x, action: DENY_AND_REROUTE, reroute_to: 'https://example.org/'}, {name: g, asns: {match: [16509]}, geoip: {countries: [US]}, action: WEIGH}]\nthresholds: [{name: t, expression: weight >= 5, action: DIVERT, divert_to: maze}]\nstatus_codes: {CHALLENGE: 401, DENY: 451}\nhosting_asns: {add: [64500]}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > maxInput {
 			return
@@ -83,10 +88,24 @@ func FuzzParse(f *testing.F) {
 		if err != nil || q.Version() != p.Version() {
 			t.Fatalf("second load differs: %v, %q != %q", err, q.Version(), p.Version())
 		}
+		if c, d := p.StatusCodes(); c != 0 && (c < 100 || c > 599) || d != 0 && (d < 100 || d > 599) {
+			t.Fatalf("status codes %d, %d", c, d)
+		}
+		if p.WaitMaxWeight() < 0 {
+			t.Fatalf("WaitMaxWeight %d", p.WaitMaxWeight())
+		}
+		for _, dt := range p.DivertTargets() {
+			if dt.Name == "" || !strings.Contains(dt.Source, "fuzz.yaml:") {
+				t.Fatalf("divert target %+v", dt)
+			}
+		}
 		for _, r := range requests() {
 			d := p.Evaluate(r)
-			if d.Action > policy.RATE {
+			if d.Action == policy.WEIGH || d.Action > policy.DIVERT {
 				t.Fatalf("decision %v", d.Action)
+			}
+			if (d.Action == policy.DIVERT) != (d.DivertTo != "") || d.RerouteTo != "" && d.Action != policy.DENY {
+				t.Fatalf("decision %v divert %q reroute %q", d.Action, d.DivertTo, d.RerouteTo)
 			}
 			if d.Action == policy.CHALLENGE && (d.Challenge.Bits < 1 || d.Challenge.Bits > 64) {
 				t.Fatalf("challenge %+v", d.Challenge)
@@ -135,16 +154,30 @@ func FuzzRobotsToPolicy(f *testing.F) {
 	f.Add([]byte("User-agent: *\nDisallow: /private/\nAllow: /private/press/\n"))
 	f.Add([]byte("User-agent: GPTBot\nUser-agent: CCBot\nDisallow: /\n\nUser-agent: Googlebot\nDisallow: /*.pdf$\nCrawl-delay: 10\n"))
 	f.Add([]byte("User-agent: a:b\nDisallow: /a\\b(c)[d]{e}|f\nCrawl-delay: 0.000001\n"))
+	f.Add([]byte("User-agent: Mediapartners-Google*\nDisallow: /\n\nUser-agent: *\nAllow: /w/load.php?\nDisallow: /w/\nDisallow: /index.php?title=x\nDisallow: /wiki/L%C3%B6sch\\\"q\n"))
+	seedFiles(f, "../../policy/testdata/robots/*.txt")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > maxInput {
 			return
 		}
-		out, err := policy.RobotsToPolicy(strings.NewReader(string(data)))
-		if err != nil {
-			return
-		}
-		if _, err := policy.Parse("robots.yaml", out, noFiles()); err != nil {
-			t.Fatalf("converted policy does not load: %v\n%s", err, out)
+		for _, o := range []policy.RobotsOptions{{}, {DisallowHonestClients: true}} {
+			out, err := policy.RobotsToPolicyWith(strings.NewReader(string(data)), o)
+			if err != nil {
+				return
+			}
+			p, err := policy.Parse("robots.yaml", out, noFiles())
+			if err != nil {
+				t.Fatalf("converted policy does not load: %v\n%s", err, out)
+			}
+			// It extends the default policy: robots.txt stays readable and
+			// the default's last word on anything it does not name.
+			if !strings.Contains(string(out), "- import: (builtin)/default.yaml\n") {
+				t.Fatalf("does not import the default policy:\n%s", out)
+			}
+			r := &policy.Request{RemoteAddr: netip.MustParseAddr("192.0.2.1"), Method: "GET", Path: "/robots.txt", Header: http.Header{"User-Agent": {"Anybot/1.0"}}}
+			if d := p.Evaluate(r); d.Action != policy.ALLOW {
+				t.Fatalf("/robots.txt: %s %q\n%s", d.Action, d.Rule, out)
+			}
 		}
 	})
 }
@@ -162,6 +195,7 @@ func FuzzEvaluate(f *testing.F) {
 	f.Add("Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) Version/99999999999999999999", "/\xff", "ios", "HTTP/2.0", ":", "x")
 	f.Fuzz(func(t *testing.T, ua, path, family, proto, order, lang string) {
 		r := &policy.Request{
+			ASN:          16509,
 			RemoteAddr:   netip.MustParseAddr("192.0.2.1"),
 			Method:       "GET",
 			Path:         path,
@@ -178,8 +212,11 @@ func FuzzEvaluate(f *testing.F) {
 		if path == "/robots.txt" && d.Action != policy.ALLOW {
 			t.Fatalf("/robots.txt: %s", d.Action)
 		}
-		if d.Action == policy.RATE {
-			t.Fatalf("the default policy has no RATE rule")
+		if d.Action == policy.RATE || d.Action == policy.DIVERT {
+			t.Fatalf("the default policy has no RATE or DIVERT rule: %s", d.Action)
+		}
+		if d.BrowserAgrees && (family == "" || d.Lied() && !d.Signals.Has(policy.SignalHeadless)) {
+			t.Fatalf("BrowserAgrees with family %q, signals %v", family, d.AppendNames(nil))
 		}
 	})
 }

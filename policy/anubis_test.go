@@ -1,0 +1,222 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestAnubisTestdata loads Anubis's own policy test files
+// (testdata/anubis, see its README) as Anubis's tests do, from the
+// package directory: the good ones load (Anubis-only sections warn), the
+// bad ones are refused with an error that names file and line and says why.
+func TestAnubisTestdata(t *testing.T) {
+	t.Parallel()
+	good, err := filepath.Glob("testdata/anubis/good/*")
+	if err != nil || len(good) < 30 {
+		t.Fatalf("good files: %v %v", good, err)
+	}
+	for _, f := range good {
+		t.Run("good/"+filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			p, err := Load(f, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Rules()) == 0 {
+				t.Error("no rules")
+			}
+			for _, w := range p.Warnings() {
+				if !strings.HasPrefix(w, f+":") {
+					t.Errorf("warning does not name the file: %s", w)
+				}
+			}
+		})
+	}
+	// Why Anubis refuses each bad file, as Maat says it; every error must
+	// also name file:line.
+	bad := map[string]string{
+		"badregexes.json":                   "path_regex: error parsing regexp",
+		"badregexes.yaml":                   "user_agent_regex: error parsing regexp",
+		"deny_and_reroute_invalid_url.json": `reroute_to: "not-a-valid-url" is not an absolute`,
+		"deny_and_reroute_missing_url.yaml": "DENY_AND_REROUTE needs reroute_to",
+		"dns-ttl-custom.yaml":               `dns_ttl: forward: "60.0" is not a whole number`,
+		"import_and_bot.json":               "either imports or defines",
+		"import_and_bot.yaml":               "either imports or defines",
+		"import_invalid_file.json":          "(data)/does-not-exist-fake-file.yaml is one of Anubis's embedded files",
+		"import_invalid_file.yaml":          "(data)/does-not-exist-fake-file.yaml is one of Anubis's embedded files",
+		"invalid.json":                      "name: is required",
+		"invalid.yaml":                      "no rules",
+		"logging-invalid-sink.yaml":         `unknown sink "nope"`,
+		"logging-no-parameters.yaml":        "sink file needs parameters",
+		"metrics-invalid-net.yaml":          `unknown network "taco"`,
+		"multiple_expression_types.json":    "one of a string, all: or any:",
+		"multiple_expression_types.yaml":    "one of a string, all: or any:",
+		"opengraph_no_ogtitle.yaml":         "lacks og:title",
+		"regex_ends_newline.yaml":           `user_agent_regex ends with a newline`,
+		"remote-and-dynamic.yaml":           "remote_addresses or dynamic_remote_addresses, not both",
+		"status-codes-0.yaml":               `CHALLENGE: "0" is not an HTTP status code`,
+	}
+	files, err := filepath.Glob("testdata/anubis/bad/*")
+	if err != nil || len(files) != len(bad) {
+		t.Fatalf("bad files %v, want the %d of the table", files, len(bad))
+	}
+	fileLine := regexp.MustCompile(`testdata/anubis/bad/[^:]+:[0-9]+: `)
+	for _, f := range files {
+		t.Run("bad/"+filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			why, ok := bad[filepath.Base(f)]
+			if !ok {
+				t.Fatal("not in the table")
+			}
+			_, err := Load(f, Options{})
+			if err == nil {
+				t.Fatal("loaded; Anubis refuses it")
+			}
+			if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrImport) && !errors.Is(err, ErrSyntax) {
+				t.Errorf("error wraps none of the package's errors: %v", err)
+			}
+			if !strings.Contains(err.Error(), f+":") || !fileLine.MatchString(err.Error()) {
+				t.Errorf("error does not name file:line:\n%v", err)
+			}
+			if !strings.Contains(err.Error(), why) {
+				t.Errorf("error lacks %q:\n%v", why, err)
+			}
+		})
+	}
+}
+
+// TestAnubisNewlineRegexes checks every regex of Anubis's
+// regex_ends_newline.yaml is refused at its own line, with the fix.
+func TestAnubisNewlineRegexes(t *testing.T) {
+	t.Parallel()
+	const f = "testdata/anubis/bad/regex_ends_newline.yaml"
+	_, err := Load(f, Options{})
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	for _, want := range []string{
+		f + `:4: rule "user-agent-ends-newline": user_agent_regex ends with a newline`,
+		f + `:9: rule "path-ends-newline": path_regex ends with a newline`,
+		f + `:15: rule "headers-ends-newline": headers_regex CF-Worker ends with a newline`,
+		`write ">-" or quote the expression`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestAnubisBehaviour checks that Anubis's test files decide as Anubis
+// does where Maat can do the same.
+func TestAnubisBehaviour(t *testing.T) {
+	t.Parallel()
+	geo := Options{Geo: Geo{ASN: true, Country: true}}
+	tests := []struct {
+		name      string
+		file      string
+		opts      Options
+		edit      func(r *Request)
+		want      Action
+		rule      string
+		rerouteTo string
+	}{
+		{"reroute", "deny_and_reroute_test.yaml", Options{}, func(r *Request) { r.Header.Set("User-Agent", "REROUTE_ME") }, DENY, "reroute-bot", "https://example.com/tarpit"},
+		{"plain deny", "deny_and_reroute_test.yaml", Options{}, func(r *Request) { r.Header.Set("User-Agent", "DENY_ME") }, DENY, "deny-bot", ""},
+		{"allow", "deny_and_reroute_test.yaml", Options{}, func(r *Request) { r.Header.Set("User-Agent", "ALLOW_ME") }, ALLOW, "allow-bot", ""},
+		{"reroute GPTBot", "deny_and_reroute_basic.yaml", Options{}, func(r *Request) { r.Header.Set("User-Agent", uaGPTBot) }, DENY, "ai-scrapers-tarpit", "https://example.com/tarpit"},
+		{"reroute json", "deny_and_reroute_basic.json", Options{}, func(r *Request) { r.Header.Set("User-Agent", "ChatGPT-User/1.0") }, DENY, "ai-scrapers-tarpit", "https://example.com/tarpit"},
+		{"reroute to localhost", "deny_and_reroute_mixed.yaml", Options{}, func(r *Request) { r.Header.Set("User-Agent", "ScrapingBot/1") }, DENY, "reroute-scrapers", "http://localhost:8080/poison"},
+		{"asns with a database", "challenge_cloudflare.yaml", geo, func(r *Request) { r.ASN = 13335 }, CHALLENGE, "challenge-cloudflare", ""},
+		{"asns, another AS", "challenge_cloudflare.yaml", geo, func(r *Request) { r.ASN = 3320 }, ALLOW, "", ""},
+		{"asns without a database", "challenge_cloudflare.yaml", Options{}, func(r *Request) { r.ASN = 13335 }, ALLOW, "", ""},
+		{"geoip with a database", "geoip_us.yaml", geo, func(r *Request) { r.Country = "US" }, CHALLENGE, "compute-tarrif-us", ""},
+		{"geoip, another country", "geoip_us.yaml", geo, func(r *Request) { r.Country = "DE" }, ALLOW, "", ""},
+		{"import from the working directory", "import_filesystem.yaml", Options{}, func(r *Request) { r.RemoteAddr = mustAddr("fd00::1") }, ALLOW, "ipv6-ula", ""},
+		{"import json from the working directory", "import_filesystem.json", Options{}, func(r *Request) { r.RemoteAddr = mustAddr("fd00::1") }, ALLOW, "ipv6-ula", ""},
+		{"(data) keep-internet-working", "import_keep_internet_working.yaml", Options{}, func(r *Request) { r.Path = "/robots.txt" }, ALLOW, "robots-txt", ""},
+		{"(data)/bots/*", "import-all-bots.yaml", Options{}, func(r *Request) { r.Header.Set("User-Agent", uaGPTBot) }, DENY, "ai-crawlers", ""},
+		// thresholds: [] is Anubis's default thresholds: weight above zero
+		// is challenged.
+		{"no thresholds", "no-thresholds.yaml", Options{}, nil, CHALLENGE, "legacy-anubis-behaviour", ""},
+		{"thresholds", "thresholds.yaml", Options{}, nil, CHALLENGE, "mild-suspicion", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := Load("testdata/anubis/good/"+tt.file, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.weights = [numSignals]int{} // Maat's signals are not Anubis's
+			r := chromeRequest()
+			if tt.edit != nil {
+				tt.edit(r)
+			}
+			d := p.Evaluate(r)
+			if d.Action != tt.want || d.Rule != tt.rule || d.RerouteTo != tt.rerouteTo {
+				t.Errorf("got %s %q reroute %q, want %s %q reroute %q\n%s", d.Action, d.Rule, d.RerouteTo, tt.want, tt.rule, tt.rerouteTo, p.Explain(r))
+			}
+		})
+	}
+}
+
+func TestAnubisStatusCodes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		file            string
+		challenge, deny int
+	}{
+		{"status-codes-paranoid.yaml", 200, 200},
+		{"status-codes-paranoid.json", 200, 200},
+		{"status-codes-rfc.yaml", 403, 403},
+		{"status-codes-rfc.json", 403, 403},
+		{"deny_and_reroute_basic.yaml", 200, 403},
+		{"challengemozilla.yaml", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			p, err := Load("testdata/anubis/good/"+tt.file, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c, d := p.StatusCodes(); c != tt.challenge || d != tt.deny {
+				t.Errorf("StatusCodes = %d, %d, want %d, %d", c, d, tt.challenge, tt.deny)
+			}
+		})
+	}
+}
+
+// TestAnubisDataImportWarns checks a mapped (data)/ import says what it
+// imports instead.
+func TestAnubisDataImportWarns(t *testing.T) {
+	t.Parallel()
+	p, err := Load("testdata/anubis/good/import_keep_internet_working.yaml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "testdata/anubis/good/import_keep_internet_working.yaml:2: (data)/common/keep-internet-working.yaml is one of Anubis's embedded lists, which Maat does not ship; Maat's (builtin)/keep-internet-working.yaml"
+	if !strings.Contains(strings.Join(p.Warnings(), "\n"), want) {
+		t.Errorf("warnings lack %q:\n%s", want, strings.Join(p.Warnings(), "\n"))
+	}
+}
+
+// TestAnubisReadmeNamesEveryFile keeps testdata/anubis/README.md honest
+// about where each file comes from.
+func TestAnubisReadmeNamesEveryFile(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("testdata/anubis/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("testdata/anubis/*/*")
+	for _, f := range files {
+		if !strings.Contains(string(readme), filepath.ToSlash(strings.TrimPrefix(f, "testdata/anubis/"))) {
+			t.Errorf("README.md does not name %s", f)
+		}
+	}
+}

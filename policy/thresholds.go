@@ -1,0 +1,153 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+)
+
+// Thresholds map the total weight of a request to an action when no rule
+// decided. Threshold expressions that only compare weight with constants
+// (the usual case) are reduced to weightPred and evaluated without CEL.
+
+type threshold struct {
+	name, id, src string
+	pred          *weightPred // nil: use prg
+	prg           cel.Program
+	action        Action
+	challenge     Challenge
+	divertTo      string
+}
+
+func (p *Policy) compileThreshold(ft *fileThreshold, env *cel.Env) (threshold, error) {
+	t := threshold{name: ft.Name, src: ft.src, id: hashJSON(ft)}
+	var errs []error
+	if ft.Name == "" {
+		errs = append(errs, errors.New("name: is required"))
+	}
+	a, ok := parseAction(ft.Action)
+	if !ok || a == WEIGH || a == RATE {
+		errs = append(errs, fmt.Errorf("action %q: want ALLOW, DENY, CHALLENGE or DIVERT", ft.Action))
+	} else if err := setDivert(&t.divertTo, a, ft.DivertTo); err != nil {
+		errs = append(errs, err)
+	}
+	t.action = a
+	if a == CHALLENGE {
+		c, err := p.challenge(ft.Challenge, ft.src)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		t.challenge = c
+	}
+	switch {
+	case ft.Expression != nil && (ft.Min != nil || ft.Max != nil):
+		errs = append(errs, errors.New("set expression or min/max, not both"))
+	case ft.Expression != nil:
+		src, err := ft.Expression.source()
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		a, prg, err := compileBoolAST(env, src)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if pred, ok := reduceWeight(a.NativeRep().Expr()); ok {
+			t.pred = pred
+		} else {
+			t.prg = prg
+		}
+	default:
+		t.pred = &weightPred{op: "true"}
+		if ft.Min != nil {
+			t.pred = &weightPred{op: "_>=_", k: int64(*ft.Min)}
+		}
+		if ft.Max != nil {
+			lt := &weightPred{op: "_<_", k: int64(*ft.Max)}
+			t.pred = &weightPred{op: "_&&_", l: t.pred, r: lt}
+		}
+	}
+	return t, errors.Join(errs...)
+}
+
+func (t *threshold) match(w int) bool {
+	if t.pred != nil {
+		return t.pred.eval(int64(w))
+	}
+	out, _, err := t.prg.Eval(map[string]any{"weight": int64(w)})
+	if err != nil {
+		return false
+	}
+	b, ok := out.(types.Bool)
+	return ok && bool(b)
+}
+
+// waitMaxWeight computes WaitMaxWeight: the first weight above the start
+// of the lowest band of weights that a CHALLENGE threshold decides at which
+// another threshold (or none) decides.
+func waitMaxWeight(ts []threshold) int {
+	decider := func(w int) int {
+		for i := range ts {
+			if ts[i].match(w) {
+				return i
+			}
+		}
+		return -1
+	}
+	band := -1
+	for _, w := range weightPoints(ts) {
+		d := decider(w)
+		switch {
+		case band < 0 && d >= 0 && ts[d].action == CHALLENGE:
+			band = d
+		case band >= 0 && d != band:
+			return w
+		}
+	}
+	if band < 0 {
+		return 0
+	}
+	return math.MaxInt
+}
+
+// weightSpan bounds the weights waitMaxWeight looks at; no policy weighs
+// a request near a million.
+const weightSpan = 1 << 20
+
+// weightPoints returns, in ascending order, weights at which every change
+// of the deciding threshold shows: around each constant of thresholds that
+// compare the weight, or every weight in a smaller span when a threshold
+// is a CEL expression that could not be reduced.
+func weightPoints(ts []threshold) []int {
+	pts := []int{-weightSpan, weightSpan}
+	var walk func(w *weightPred) bool
+	walk = func(w *weightPred) bool {
+		switch w.op {
+		case "_&&_", "_||_":
+			return walk(w.l) && walk(w.r)
+		case "true":
+			return true
+		}
+		if w.k > -weightSpan && w.k < weightSpan {
+			k := int(w.k)
+			pts = append(pts, k-1, k, k+1)
+		}
+		return true
+	}
+	for i := range ts {
+		if ts[i].pred == nil || !walk(ts[i].pred) {
+			pts = pts[:0]
+			for w := -256; w <= 1024; w++ {
+				pts = append(pts, w)
+			}
+			return pts
+		}
+	}
+	slices.Sort(pts)
+	return slices.Compact(pts)
+}
