@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,8 +34,8 @@ const axeVersion = "4.14.1"
 // site is a miniature edge: /.maat/ to the challenger, a valid pass to the
 // "upstream", everything else challenged. Paths choose the challenge:
 // /refresh/… metarefresh, /slow/… a PoW too hard to finish (falls back to the
-// wait), /shot/… a PoW too hard to finish before a screenshot, /deny the deny
-// page.
+// wait), /shot/… a PoW too hard to finish before a screenshot, /bits/N/… a PoW
+// of N bits, /deny the deny page; anything else a PoW of 16 bits.
 type site struct {
 	c          *Challenger
 	slow       *Challenger // gives up solving after a second
@@ -43,7 +44,7 @@ type site struct {
 	upstream   atomic.Int32
 }
 
-func newSite(t *testing.T) *site {
+func newSite(t testing.TB) *site {
 	t.Helper()
 	s := &site{}
 	msgs := loadMessages(t)
@@ -84,6 +85,9 @@ func newSite(t *testing.T) *site {
 			spec.Bits, c = 34, s.slow
 		case strings.HasPrefix(p, "/shot/"):
 			spec.Bits = 34
+		case strings.HasPrefix(p, "/bits/"):
+			n, _ := strconv.Atoi(strings.SplitN(p, "/", 4)[2])
+			spec.Bits = n
 		}
 		if s.c.Pass(r, client(r), spec.Bits) {
 			s.upstream.Add(1)
@@ -100,7 +104,7 @@ func newSite(t *testing.T) *site {
 }
 
 // newBrowser starts one headless Chromium for the test.
-func newBrowser(t *testing.T) context.Context {
+func newBrowser(t testing.TB) context.Context {
 	t.Helper()
 	path := testenv.NeedCommand(t, "chromium", "chromium-browser", "google-chrome")
 	opts := []chromedp.ExecAllocatorOption{

@@ -2,6 +2,9 @@
 // submits the nonces; falls back to the wait path on a slow or limited device.
 (function () {
   'use strict';
+  // Marks for the time-to-content benchmark (User Timing; no cost to speak of).
+  function mark(name) { if (window.performance && performance.mark) performance.mark('maat:' + name); }
+  mark('start');
   var root = document.getElementById('maat');
   if (!root) return;
   var d = root.dataset;
@@ -75,6 +78,7 @@
   }
 
   function finish() {
+    mark('solved');
     stop();
     clearTimeout(timer);
     bar.value = 100;
@@ -92,6 +96,7 @@
 
   function onResult(j, m) {
     if (over) return;
+    if (!hashes) mark('first');
     hashes += m.count;
     if (m.puzzle === puzzle) {
       inPuzzle += m.count;
