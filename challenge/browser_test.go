@@ -35,7 +35,8 @@ const axeVersion = "4.14.1"
 // "upstream", everything else challenged. Paths choose the challenge:
 // /refresh/… metarefresh, /slow/… a PoW too hard to finish (falls back to the
 // wait), /shot/… a PoW too hard to finish before a screenshot, /bits/N/… a PoW
-// of N bits, /deny the deny page; anything else a PoW of 16 bits.
+// of N bits, /nowait/… a PoW without the wait, /deny the deny page; anything
+// else a PoW of 16 bits with a wait of a second offered.
 type site struct {
 	c          *Challenger
 	slow       *Challenger // gives up solving after a second
@@ -67,7 +68,7 @@ func newSite(t testing.TB) *site {
 	maat := s.c.Handler(client)
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
-		spec := Spec{Algorithm: "pow", Bits: 16, Rule: "browsers"}
+		spec := Spec{Algorithm: "pow", Bits: 16, Rule: "browsers", Wait: time.Second}
 		c := s.c
 		switch {
 		case strings.HasPrefix(p, PathPrefix):
@@ -80,7 +81,9 @@ func newSite(t testing.TB) *site {
 			s.c.Deny(w, r, "req-deny", "bad_user_agent")
 			return
 		case strings.HasPrefix(p, "/refresh/"):
-			spec.Algorithm = "metarefresh"
+			spec.Algorithm, spec.Wait = "metarefresh", 0 // Config.Wait
+		case strings.HasPrefix(p, "/nowait/"):
+			spec.Wait = 0
 		case strings.HasPrefix(p, "/slow/"):
 			spec.Bits, c = 34, s.slow
 		case strings.HasPrefix(p, "/shot/"):
@@ -89,7 +92,8 @@ func newSite(t testing.TB) *site {
 			n, _ := strconv.Atoi(strings.SplitN(p, "/", 4)[2])
 			spec.Bits = n
 		}
-		if s.c.Pass(r, client(r), spec.Bits) {
+		need := Need{Bits: spec.Bits, Wait: spec.Wait > 0 || spec.Algorithm == "metarefresh"}
+		if s.c.Pass(r, client(r), need) {
 			s.upstream.Add(1)
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			fmt.Fprintf(w, `<!DOCTYPE html><html lang="en"><title>upstream</title><main><p id="upstream">upstream %s</p></main></html>`, html.EscapeString(r.URL.RequestURI()))
@@ -171,6 +175,12 @@ func waitUpstream(ctx context.Context, timeout time.Duration) (string, error) {
 	}
 }
 
+// noJS turns script execution off in a tab.
+var noJS = chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+	return err
+})
+
 func navigate(ctx context.Context, url string) error {
 	return chromedp.Do(ctx, chromedp.Navigate(url))
 }
@@ -216,14 +226,82 @@ func TestBrowser(t *testing.T) {
 	t.Run("no JavaScript passes by meta refresh", func(t *testing.T) {
 		t.Parallel()
 		tab := newTab(t, browser)
-		noJS := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
-			return err
-		})
 		if err := chromedp.Do(tab, noJS, chromedp.Navigate(base+"/nojs/page")); err != nil {
 			t.Fatal(err)
 		}
 		if loc, err := waitUpstream(tab, 15*time.Second); err != nil || !strings.HasSuffix(loc, "/nojs/page") {
+			t.Fatalf("landed on %q: %v", loc, err)
+		}
+	})
+
+	// The no-JS Continue button of a second visitor carries their own
+	// token: a first visitor passes by the meta refresh, then a second one
+	// clicks Continue at once (too early: the wait page again, which then
+	// refreshes) and passes too, never refused.
+	t.Run("no JavaScript Continue for a second visitor", func(t *testing.T) {
+		t.Parallel()
+		first := newTab(t, browser)
+		if err := chromedp.Do(first, noJS, chromedp.Navigate(base+"/continue/1")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := waitUpstream(first, 15*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		second := newTab(t, browser)
+		if err := chromedp.Do(second, noJS, chromedp.Navigate(base+"/continue/2")); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(second, chromedp.Click(chromedp.CSS("a.button"))); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := waitUpstream(second, 15*time.Second); err != nil || !strings.HasSuffix(loc, "/continue/2") {
+			t.Fatalf("landed on %q: %v", loc, err)
+		}
+	})
+
+	t.Run("no JavaScript and no wait says why", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		if err := chromedp.Do(tab, noJS, chromedp.Navigate(base+"/nowait/page")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := chromedp.Run(tab, chromedp.Evaluate[string](`(document.querySelector('meta[http-equiv=refresh]') ? 'refresh ' : '') +
+			(document.querySelector('a.button') ? 'button ' : '') + document.body.innerText`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(got, "This site needs JavaScript to let you in") || strings.HasPrefix(got, "refresh") || strings.HasPrefix(got, "button") {
+			t.Errorf("page without a wait, JavaScript off: %q", got)
+		}
+	})
+
+	t.Run("no wait with JavaScript passes", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		if err := navigate(tab, base+"/nowait/page"); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := waitUpstream(tab, 20*time.Second); err != nil || !strings.HasSuffix(loc, "/nowait/page") {
+			t.Fatalf("landed on %q: %v", loc, err)
+		}
+	})
+
+	// A refused pass (here: forged) shows the reason and a link back to the
+	// page; one click there is a fresh challenge that passes.
+	t.Run("refused pass is one click from a fresh challenge", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		if err := navigate(tab, base+passPath+"?t=AQEQCAIA&r=%2Fback%2Fpage&n=0"); err != nil {
+			t.Fatal(err)
+		}
+		text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.innerText`))
+		if err != nil || !strings.Contains(text, FailInvalid) {
+			t.Fatalf("refusal page: %q %v", text, err)
+		}
+		if err := chromedp.Do(tab, chromedp.Click(chromedp.CSS("a.button"))); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := waitUpstream(tab, 20*time.Second); err != nil || !strings.HasSuffix(loc, "/back/page") {
 			t.Fatalf("landed on %q: %v", loc, err)
 		}
 	})

@@ -47,15 +47,26 @@
     over = true;
     for (var i = 0; i < workers.length; i++) workers[i].terminate();
   }
+  // At the cap a slow device takes the wait when the page offers one;
+  // without it, the visitor is told to keep the page open, and the work
+  // goes on.
   function fallback() {
     if (over) return;
-    stop();
     status.textContent = d.tSlow;
+    if (!d.wait) return;
+    stop();
     location.replace(d.wait);
   }
   var timer = setTimeout(fallback, +d.cap);
-  // Without workers, take the wait path once the wait is over.
-  function failSoon() { if (!over) { clearTimeout(timer); timer = setTimeout(fallback, +d.waitMs); } }
+  // Without workers, take the wait path once the wait is over, or say
+  // that the check cannot run here.
+  function failSoon() {
+    if (over) return;
+    clearTimeout(timer);
+    if (d.wait) { timer = setTimeout(fallback, +d.waitMs); return; }
+    stop();
+    status.textContent = d.tNojs;
+  }
 
   function hex8(n) { return ('0000000' + (n >>> 0).toString(16)).slice(-8); }
 
