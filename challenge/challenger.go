@@ -85,7 +85,7 @@ func New(cfg Config) (*Challenger, error) {
 	if c.assets, err = loadAssets(cfg.TemplateDir); err != nil {
 		return nil, err
 	}
-	if c.tmpl, err = loadTemplates(cfg.TemplateDir, c.assetURL); err != nil {
+	if c.tmpl, err = loadTemplates(cfg.TemplateDir, template.FuncMap{"asset": c.assetURL, "inline": c.inlineJS}); err != nil {
 		return nil, err
 	}
 	return c, nil

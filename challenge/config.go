@@ -139,7 +139,8 @@ type Config struct {
 	// TemplateDir, if set, holds *.html files whose {{define}}s replace the
 	// embedded templates of the same name ("page", the whole document;
 	// "head", extra <head> content; "brand", above the heading, empty by
-	// default: the place for a logo; "challenge"; "message"; "footer"), and
+	// default: the place for a logo; "solver", the challenge page's inline
+	// script in <head>; "challenge"; "message"; "footer"), and
 	// a static/ folder whose files replace or add to the embedded assets
 	// served under /.maat/static/ (maat.css for colours; a logo, linked from
 	// a template as {{asset "logo.svg"}}).

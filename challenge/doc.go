@@ -19,7 +19,11 @@
 // bits − log2(k) zero bits, where seed is the hexadecimal token MAC (exactly
 // one SHA-256 block, so the browser solver precomputes its midstate). The
 // expected work stays 2^bits while the slow tail shrinks by √k. Verification
-// costs one HMAC and k hashes. Where the edge offers it ([Spec].Wait), a
+// costs one HMAC and k hashes. The browser searches with a WebAssembly
+// module (WebAssembly Core Specification 1.0; generated, see wasm_test.go)
+// on the page's own thread, started from an inline script in <head>, and
+// at higher difficulties also in one Web Worker per core; worker.js keeps
+// a JavaScript search for browsers without WebAssembly. Where the edge offers it ([Spec].Wait), a
 // visitor without JavaScript passes after a wait through a <noscript> meta
 // refresh (HTML Living Standard §4.2.5.3), and a slow device falls back to
 // the same wait; where it does not, the page says that JavaScript is needed
@@ -34,7 +38,8 @@
 // cached, so the steady-state check is a map hit.
 //
 // Pages (challenge, deny, rate limited, error) are html/template documents
-// with a strict Content-Security-Policy (CSP Level 3) nonce, gzip, and the
+// with a strict Content-Security-Policy (CSP Level 3: a nonce, and
+// 'wasm-unsafe-eval' for the search on challenge pages), gzip, and the
 // WCAG 2.2 AA basics, localized through a go-i18n bundle passed in [Config].
 // Challenge and deny pages answer 403 unless configured otherwise (Anubis's
 // status_codes) and carry Maat-Mitigated: challenge or deny.

@@ -36,13 +36,14 @@ var staticFS embed.FS
 // asset is a static file, with its gzip form when that is smaller.
 type asset struct {
 	body, gz    []byte
+	inline      string // an embedded script without its comment lines, to inline in a page
 	contentType string
 	etag        string
 }
 
 func loadAssets(dir string) (map[string]*asset, error) {
 	out := make(map[string]*asset)
-	add := func(fsys fs.FS) error {
+	add := func(fsys fs.FS, embedded bool) error {
 		return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
@@ -60,17 +61,23 @@ func loadAssets(dir string) (map[string]*asset, error) {
 			if z := gzipBytes(b); len(z) < len(b) {
 				a.gz = z
 			}
+			if path.Ext(p) == ".js" {
+				a.inline = string(b)
+				if embedded {
+					a.inline = stripComments(a.inline)
+				}
+			}
 			out[p] = a
 			return nil
 		})
 	}
 	sub, _ := fs.Sub(staticFS, "static")
-	if err := add(sub); err != nil {
+	if err := add(sub, true); err != nil {
 		return nil, fmt.Errorf("challenge: static assets: %w", err)
 	}
 	if dir != "" {
 		if fi, err := os.Stat(filepath.Join(dir, "static")); err == nil && fi.IsDir() {
-			if err := add(os.DirFS(filepath.Join(dir, "static"))); err != nil {
+			if err := add(os.DirFS(filepath.Join(dir, "static")), false); err != nil {
 				return nil, fmt.Errorf("challenge: static assets: %w", err)
 			}
 		}
@@ -86,8 +93,33 @@ func (c *Challenger) assetURL(name string) string {
 	return staticPrefix + name
 }
 
-func loadTemplates(dir string, assetURL func(string) string) (*template.Template, error) {
-	t, err := template.New("").Funcs(template.FuncMap{"asset": assetURL}).ParseFS(templateFS, "templates/*.html")
+// inlineJS is a static script's text, for a template to inline (the
+// embedded one, or the operator's from TemplateDir/static).
+func (c *Challenger) inlineJS(name string) template.JS {
+	if a, ok := c.assets[name]; ok {
+		return template.JS(a.inline)
+	}
+	return ""
+}
+
+// stripComments drops the comment lines and the indentation of one of our
+// scripts: every challenge page carries it. (Only for our own scripts,
+// which keep no string across lines.)
+func stripComments(js string) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(js, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "//") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func loadTemplates(dir string, funcs template.FuncMap) (*template.Template, error) {
+	t, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("challenge: templates: %w", err)
 	}
@@ -357,7 +389,9 @@ func (c *Challenger) writeShort(w http.ResponseWriter, r *http.Request, status i
 func csp(nonce string, script bool) string {
 	s := "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 	if script {
-		s += "; script-src 'nonce-" + nonce + "'; worker-src 'self'; connect-src 'self'"
+		// 'wasm-unsafe-eval' lets the page compile its WebAssembly search
+		// (search.wasm, from this site); it allows no JavaScript eval.
+		s += "; script-src 'nonce-" + nonce + "' 'wasm-unsafe-eval'; worker-src 'self'; connect-src 'self'"
 	}
 	return s
 }

@@ -15,11 +15,11 @@ import (
 
 // timingScript runs in every document of the benchmark's tab before the
 // page's own scripts: it reports each User Timing mark (solve.js sets
-// maat:start, maat:first and maat:solved) as it is set and the document's
-// navigation timing at DOMContentLoaded to the Go side, through the exposed
-// function maatTiming. Times are milliseconds from the document's
-// timeOrigin, which is sent along, so that documents can be put on one
-// clock.
+// maat:start, maat:workers, maat:ready and maat:solved) as it is set, and
+// the document's navigation timing at DOMContentLoaded (or as it goes), to
+// the Go side through the exposed function maatTiming. Times are
+// milliseconds from the document's timeOrigin, which is sent along, so
+// that documents can be put on one clock.
 const timingScript = `(function () {
   function send(o) {
     o.doc = location.pathname; o.origin = performance.timeOrigin;
@@ -33,11 +33,18 @@ const timingScript = `(function () {
     send({kind: 'mark', name: name, at: e.startTime});
     return e;
   };
-  document.addEventListener('DOMContentLoaded', function () {
+  // The navigation timing at DOMContentLoaded, or when the page goes
+  // before it (an easy proof is done while the page still loads).
+  var sent = false;
+  function nav() {
+    if (sent) return;
+    sent = true;
     var n = performance.getEntriesByType('navigation')[0] || {};
     send({kind: 'nav', at: performance.now(), redirectStart: n.redirectStart || 0, redirectEnd: n.redirectEnd || 0,
       responseEnd: n.responseEnd || 0, upstream: !!document.getElementById('upstream')});
-  });
+  }
+  document.addEventListener('DOMContentLoaded', nav);
+  addEventListener('pagehide', nav);
 })();`
 
 // timingEvent is one report of timingScript.
@@ -55,7 +62,7 @@ type timingEvent struct {
 
 // ttcPhases names the phases of one visit, in order; they add up to the
 // total.
-var ttcPhases = []string{"page", "script", "worker", "hash", "pass", "upstream", "content"}
+var ttcPhases = []string{"page", "script", "ready", "hash", "pass", "upstream", "content"}
 
 // ttcVisit is one visit's phases in milliseconds.
 type ttcVisit struct {
@@ -65,9 +72,10 @@ type ttcVisit struct {
 
 // visitPhases turns one visit's reports into phases:
 //   - page: navigation start to the challenge page's last byte;
-//   - script: last byte to solve.js's first line (parse, CSS, script fetch);
-//   - worker: to the first answer of a worker (worker fetch and start);
-//   - hash: to the last nonce;
+//   - script: to the solver script's first line;
+//   - ready: to the first search ready (search.wasm fetched and compiled
+//     on the page, or a worker started);
+//   - hash: to the last nonce (cold code and scheduling included);
 //   - pass: to the end of the /.maat/pass redirect;
 //   - upstream: to the site's page's last byte;
 //   - content: to the site's page's DOMContentLoaded.
@@ -90,7 +98,7 @@ func visitPhases(evs []timingEvent) (ttcVisit, error) {
 	if ch == nil || up == nil {
 		return ttcVisit{}, fmt.Errorf("missing navigation reports (challenge %v, upstream %v)", ch != nil, up != nil)
 	}
-	for _, m := range []string{"maat:start", "maat:first", "maat:solved"} {
+	for _, m := range []string{"maat:start", "maat:ready", "maat:solved"} {
 		if _, ok := marks[m]; !ok {
 			return ttcVisit{}, fmt.Errorf("no %s mark", m)
 		}
@@ -103,7 +111,7 @@ func visitPhases(evs []timingEvent) (ttcVisit, error) {
 		ch.Origin,
 		ch.Origin + ch.ResponseEnd,
 		marks["maat:start"],
-		marks["maat:first"],
+		marks["maat:ready"],
 		marks["maat:solved"],
 		up.Origin + redirectEnd,
 		up.Origin + up.ResponseEnd,
@@ -220,7 +228,7 @@ func TestVisitPhases(t *testing.T) {
 	evs := []timingEvent{
 		{Kind: "mark", Name: "maat:start", Origin: 1000, At: 50},
 		{Kind: "nav", Origin: 1000, At: 60, ResponseEnd: 20},
-		{Kind: "mark", Name: "maat:first", Origin: 1000, At: 90},
+		{Kind: "mark", Name: "maat:ready", Origin: 1000, At: 90},
 		{Kind: "mark", Name: "maat:solved", Origin: 1000, At: 150},
 		{Kind: "nav", Upstream: true, Origin: 1151, RedirectStart: 2, RedirectEnd: 9, ResponseEnd: 12, At: 30},
 	}
@@ -228,7 +236,7 @@ func TestVisitPhases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"page": 20, "script": 30, "worker": 40, "hash": 60, "pass": 10, "upstream": 3, "content": 18}
+	want := map[string]float64{"page": 20, "script": 30, "ready": 40, "hash": 60, "pass": 10, "upstream": 3, "content": 18}
 	for k, w := range want {
 		if v.phase[k] != w {
 			t.Errorf("%s = %v, want %v", k, v.phase[k], w)
