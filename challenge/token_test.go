@@ -193,3 +193,42 @@ func TestParseNonces(t *testing.T) {
 		})
 	}
 }
+
+// TestBinding: a token binds the IP prefix always and the JA4 within one
+// transport, as the pass cookie does: the browser challenged over TCP may
+// redeem over QUIC.
+func TestBinding(t *testing.T) {
+	t.Parallel()
+	otherTCP := Client{IP: alice.IP, JA4: "t13d1715h2_5b57614c22b0_3d5424432f57"}
+	noJA4 := Client{IP: alice.IP}
+	tests := []struct {
+		name   string
+		bind   Binding
+		issued Client
+		now    Client
+		want   bool
+	}{
+		{"same client", 0, alice, alice, true},
+		{"neighbour in the /24", 0, alice, Client{IP: alice.IP.Next(), JA4: alice.JA4}, true},
+		{"other /24", 0, alice, mallory, false},
+		{"IPv4 to IPv6", 0, alice, alice6, false},
+		{"other JA4 over TCP", 0, alice, otherTCP, false},
+		{"TCP to QUIC", 0, alice, aliceQ, true},
+		{"QUIC to TCP", 0, aliceQ, alice, true},
+		{"JA4 unknown at issue", 0, noJA4, otherTCP, true},
+		{"JA4 unknown now", 0, alice, noJA4, true},
+		{"JA4 not bound", BindIPPrefix, alice, otherTCP, true},
+		{"prefix not bound", BindJA4, alice, Client{IP: mallory.IP, JA4: alice.JA4}, true},
+		{"prefix not bound, other JA4", BindJA4, alice, Client{IP: mallory.IP, JA4: otherTCP.JA4}, false},
+		{"nothing bound", BindNone, alice, bob, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := tt.bind.resolve()
+			if got := bindingOf(b, tt.issued).boundTo(bindingOf(b, tt.now)); got != tt.want {
+				t.Errorf("boundTo = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
