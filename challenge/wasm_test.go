@@ -297,6 +297,12 @@ func genWasm() []byte {
 	}
 	setMid := g.body(8)
 
+	return wasmModule(search, setMid, genSeed())
+}
+
+// wasmModule assembles the module (§5.5) from the bodies of search, setMid
+// and seed.
+func wasmModule(search, setMid, seed []byte) []byte {
 	var m []byte
 	m = append(m, 0, 'a', 's', 'm', 1, 0, 0, 0)
 	section := func(id byte, items ...[]byte) {
