@@ -12,7 +12,7 @@ func BenchmarkIssue(b *testing.B) {
 	now := c.now()
 	b.ReportAllocs()
 	for b.Loop() {
-		c.issue(alice, Spec{Bits: 16, Rule: "browsers"}, now)
+		c.issuePoW(alice, Spec{Bits: 16, Rule: "browsers"}, now)
 	}
 }
 
@@ -20,13 +20,13 @@ func BenchmarkIssue(b *testing.B) {
 // hashes and the binding digest.
 func BenchmarkVerify(b *testing.B) {
 	c, _ := newTest(b, nil)
-	tk, tok := c.issue(alice, Spec{Bits: 16}, c.now())
+	tk, tok := c.issuePoW(alice, Spec{Bits: 16}, c.now())
 	nonces := formatNonces(solve(&tk))
 	b.ReportAllocs()
 	for b.Loop() {
 		t, err := parseToken(tok, c.tokenKeys)
 		ns, ok := parseNonces(nonces, int(t.k))
-		if err != nil || !ok || t.bind != bindHash(c.bind, alice) || !verifyPoW(&t, ns) {
+		if err != nil || !ok || !t.bind.boundTo(bindingOf(c.bind, alice)) || !verifyPoW(&t, ns) {
 			b.Fatal("verify failed")
 		}
 	}
@@ -35,12 +35,12 @@ func BenchmarkVerify(b *testing.B) {
 func BenchmarkCheckCacheHit(b *testing.B) {
 	c, _ := newTest(b, nil)
 	r := requestWith(earn(b, c, alice, 16))
-	if c.Check(r, alice, 16) != PassOK {
+	if c.Check(r, alice, Need{Bits: 16}) != PassOK {
 		b.Fatal("no pass")
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if c.Check(r, alice, 16) != PassOK {
+		if c.Check(r, alice, Need{Bits: 16}) != PassOK {
 			b.Fatal("no pass")
 		}
 	}

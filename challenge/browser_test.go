@@ -2,7 +2,6 @@ package challenge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
@@ -10,9 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,20 +18,18 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/maatproxy/maat/internal/testenv"
 )
 
-// axeVersion is the axe-core release the accessibility scan uses, installed
-// from the npm registry into the user's cache on first use.
-const axeVersion = "4.14.1"
-
 // site is a miniature edge: /.maat/ to the challenger, a valid pass to the
 // "upstream", everything else challenged. Paths choose the challenge:
 // /refresh/… metarefresh, /slow/… a PoW too hard to finish (falls back to the
-// wait), /shot/… a PoW too hard to finish before a screenshot, /deny the deny
-// page.
+// wait), /shot/… a PoW too hard to finish before a screenshot, /bits/N/… a PoW
+// of N bits, /nowait/… a PoW without the wait, /deny the deny page; anything
+// else a PoW of 16 bits with a wait of a second offered.
 type site struct {
 	c          *Challenger
 	slow       *Challenger // gives up solving after a second
@@ -43,7 +38,7 @@ type site struct {
 	upstream   atomic.Int32
 }
 
-func newSite(t *testing.T) *site {
+func newSite(t testing.TB) *site {
 	t.Helper()
 	s := &site{}
 	msgs := loadMessages(t)
@@ -66,7 +61,7 @@ func newSite(t *testing.T) *site {
 	maat := s.c.Handler(client)
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
-		spec := Spec{Algorithm: "pow", Bits: 16, Rule: "browsers"}
+		spec := Spec{Algorithm: "pow", Bits: 16, Rule: "browsers", Wait: time.Second}
 		c := s.c
 		switch {
 		case strings.HasPrefix(p, PathPrefix):
@@ -79,13 +74,19 @@ func newSite(t *testing.T) *site {
 			s.c.Deny(w, r, "req-deny", "bad_user_agent")
 			return
 		case strings.HasPrefix(p, "/refresh/"):
-			spec.Algorithm = "metarefresh"
+			spec.Algorithm, spec.Wait = "metarefresh", 0 // Config.Wait
+		case strings.HasPrefix(p, "/nowait/"):
+			spec.Wait = 0
 		case strings.HasPrefix(p, "/slow/"):
 			spec.Bits, c = 34, s.slow
 		case strings.HasPrefix(p, "/shot/"):
 			spec.Bits = 34
+		case strings.HasPrefix(p, "/bits/"):
+			n, _ := strconv.Atoi(strings.SplitN(p, "/", 4)[2])
+			spec.Bits = n
 		}
-		if s.c.Pass(r, client(r), spec.Bits) {
+		need := Need{Bits: spec.Bits, Wait: spec.Wait > 0 || spec.Algorithm == "metarefresh"}
+		if s.c.Pass(r, client(r), need) {
 			s.upstream.Add(1)
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			fmt.Fprintf(w, `<!DOCTYPE html><html lang="en"><title>upstream</title><main><p id="upstream">upstream %s</p></main></html>`, html.EscapeString(r.URL.RequestURI()))
@@ -94,13 +95,14 @@ func newSite(t *testing.T) *site {
 		s.challenges.Add(1)
 		c.Challenge(w, r, client(r), spec, "req")
 	}))
+	s.srv.EnableHTTP2 = true
 	s.srv.StartTLS()
 	t.Cleanup(s.srv.Close)
 	return s
 }
 
 // newBrowser starts one headless Chromium for the test.
-func newBrowser(t *testing.T) context.Context {
+func newBrowser(t testing.TB) context.Context {
 	t.Helper()
 	path := testenv.NeedCommand(t, "chromium", "chromium-browser", "google-chrome")
 	opts := []chromedp.ExecAllocatorOption{
@@ -167,6 +169,12 @@ func waitUpstream(ctx context.Context, timeout time.Duration) (string, error) {
 	}
 }
 
+// noJS turns script execution off in a tab.
+var noJS = chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+	return err
+})
+
 func navigate(ctx context.Context, url string) error {
 	return chromedp.Do(ctx, chromedp.Navigate(url))
 }
@@ -212,14 +220,98 @@ func TestBrowser(t *testing.T) {
 	t.Run("no JavaScript passes by meta refresh", func(t *testing.T) {
 		t.Parallel()
 		tab := newTab(t, browser)
-		noJS := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
-			return err
-		})
 		if err := chromedp.Do(tab, noJS, chromedp.Navigate(base+"/nojs/page")); err != nil {
 			t.Fatal(err)
 		}
 		if loc, err := waitUpstream(tab, 15*time.Second); err != nil || !strings.HasSuffix(loc, "/nojs/page") {
+			t.Fatalf("landed on %q: %v", loc, err)
+		}
+	})
+
+	// The no-JS Continue button of a second visitor carries their own
+	// token: a first visitor passes by the meta refresh, then a second one
+	// clicks Continue at once (too early: the wait page again, which then
+	// refreshes) and passes too, never refused.
+	t.Run("no JavaScript Continue for a second visitor", func(t *testing.T) {
+		t.Parallel()
+		first := newTab(t, browser)
+		if err := chromedp.Do(first, noJS, chromedp.Navigate(base+"/continue/1")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := waitUpstream(first, 15*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		second := newTab(t, browser)
+		if err := chromedp.Do(second, noJS, chromedp.Navigate(base+"/continue/2")); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(second, chromedp.Click(chromedp.CSS("a.button"))); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := waitUpstream(second, 15*time.Second); err != nil || !strings.HasSuffix(loc, "/continue/2") {
+			t.Fatalf("landed on %q: %v", loc, err)
+		}
+	})
+
+	t.Run("no JavaScript and no wait says why", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		if err := chromedp.Do(tab, noJS, chromedp.Navigate(base+"/nowait/page")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := chromedp.Run(tab, chromedp.Evaluate[string](`(document.querySelector('meta[http-equiv=refresh]') ? 'refresh ' : '') +
+			(document.querySelector('a.button') ? 'button ' : '') + document.body.innerText`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(got, "This site needs JavaScript to let you in") || strings.HasPrefix(got, "refresh") || strings.HasPrefix(got, "button") {
+			t.Errorf("page without a wait, JavaScript off: %q", got)
+		}
+	})
+
+	// Without WebAssembly on the page the workers search in JavaScript.
+	t.Run("without WebAssembly passes", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		noWasm := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `delete window.WebAssembly`})
+			return err
+		})
+		if err := chromedp.Do(tab, noWasm, chromedp.Navigate(base+"/nowasm/page")); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := waitUpstream(tab, 20*time.Second); err != nil || !strings.HasSuffix(loc, "/nowasm/page") {
+			t.Fatalf("landed on %q: %v", loc, err)
+		}
+	})
+
+	t.Run("no wait with JavaScript passes", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		if err := navigate(tab, base+"/nowait/page"); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := waitUpstream(tab, 20*time.Second); err != nil || !strings.HasSuffix(loc, "/nowait/page") {
+			t.Fatalf("landed on %q: %v", loc, err)
+		}
+	})
+
+	// A refused pass (here: forged) shows the reason and a link back to the
+	// page; one click there is a fresh challenge that passes.
+	t.Run("refused pass is one click from a fresh challenge", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		if err := navigate(tab, base+passPath+"?t=AQEQCAIA&r=%2Fback%2Fpage&n=0"); err != nil {
+			t.Fatal(err)
+		}
+		text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.innerText`))
+		if err != nil || !strings.Contains(text, FailInvalid) {
+			t.Fatalf("refusal page: %q %v", text, err)
+		}
+		if err := chromedp.Do(tab, chromedp.Click(chromedp.CSS("a.button"))); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := waitUpstream(tab, 20*time.Second); err != nil || !strings.HasSuffix(loc, "/back/page") {
 			t.Fatalf("landed on %q: %v", loc, err)
 		}
 	})
@@ -272,183 +364,68 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
-	t.Run("worker agrees with Go's SHA-256", func(t *testing.T) {
+	// Every search finds the nonce Go finds: search.wasm on the page's
+	// thread (seeded by its own seed function), in a worker that was handed
+	// the module, and worker.js's JavaScript.
+	t.Run("searches agree with Go's SHA-256", func(t *testing.T) {
 		t.Parallel()
 		tab := newTab(t, browser)
 		if err := navigate(tab, base+"/shot/page"); err != nil {
 			t.Fatal(err)
 		}
 		seed := strings.Repeat("0123456789abcdef", 4)
-		for _, tc := range []struct {
-			w0   uint32
-			bits int
-		}{{0, 8}, {0x03000001, 11}, {0x07000000, 13}} {
-			js := fmt.Sprintf(`new Promise(resolve => {
-				const w = new Worker(document.getElementById('maat').dataset.worker);
-				w.onmessage = ev => { w.terminate(); resolve(ev.data.n); };
-				w.postMessage({seed: %q});
-				w.postMessage({puzzle: 0, w0: %d, start: 0, count: 1 << 22, bits: %d});
-			})`, seed, int32(tc.w0), tc.bits)
-			got, err := chromedp.Run(tab, chromedp.Evaluate[int64](js, chromedp.EvalAwaitPromise))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := int64(-1)
-			for n := range uint64(1 << 22) {
-				if leadingZeroBits(seed, uint64(tc.w0)<<32|n) >= tc.bits {
-					want = int64(n)
-					break
+		for _, mode := range []string{"page", "worker-wasm", "worker-js"} {
+			for _, tc := range []struct {
+				w0          uint32
+				start       int64
+				bits, count int
+			}{{0, 0, 8, 1 << 22}, {0x03000001, 0, 11, 1 << 22}, {0x07000000, 0, 13, 1 << 22}, {0x01000000, 0xfff00000, 12, 1 << 20}, {0, 5, 0, 10}, {0, 0, 30, 1000}} {
+				script := fmt.Sprintf(`(async () => {
+					const s = document.querySelector('script[data-worker]').dataset, seed = %q, mode = %q;
+					const q = {puzzle: 0, w0: %d, start: %d, count: %d, bits: %d};
+					const module = await WebAssembly.compileStreaming(fetch(s.wasm));
+					if (mode === 'page') {
+						const x = new WebAssembly.Instance(module, {}).exports, words = [];
+						for (let i = 0; i < 16; i++) words.push((seed.charCodeAt(4*i) << 24) | (seed.charCodeAt(4*i+1) << 16) | (seed.charCodeAt(4*i+2) << 8) | seed.charCodeAt(4*i+3));
+						x.seed(...words);
+						const i = x.search(q.w0, q.start, q.count, q.bits);
+						return i < 0 ? -1 : q.start + i;
+					}
+					return await new Promise(resolve => {
+						const w = new Worker(s.worker);
+						w.onmessage = ev => {
+							if (ev.data.seeded) return;
+							if (ev.data.wasm !== undefined) { if (!ev.data.wasm) resolve('worker refused the module'); return; }
+							w.terminate();
+							resolve(ev.data.n);
+						};
+						w.postMessage({seed});
+						if (mode === 'worker-wasm') w.postMessage({module});
+						w.postMessage(q);
+					});
+				})()`, seed, mode, int32(tc.w0), tc.start, tc.count, tc.bits)
+				got, err := chromedp.Run(tab, chromedp.Evaluate[any](script, chromedp.EvalAwaitPromise))
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if got != want {
-				t.Errorf("w0 %#x bits %d: worker found %d, Go %d", tc.w0, tc.bits, got, want)
+				want := int64(-1)
+				if tc.bits <= 0 {
+					want = tc.start
+				}
+				for n := tc.start; want < 0 && n < tc.start+int64(tc.count); n++ {
+					if leadingZeroBits(seed, uint64(tc.w0)<<32|uint64(n)&0xffffffff) >= tc.bits {
+						want = n
+					}
+				}
+				if n, ok := got.(float64); !ok || int64(n) != want {
+					t.Errorf("%s, w0 %#x from %d, %d bits: found %v, Go %d", mode, tc.w0, tc.start, tc.bits, got, want)
+				}
 			}
 		}
 	})
 
 	t.Run("screenshots and accessibility", func(t *testing.T) {
 		t.Parallel()
-		dir := artifactDir(t)
-		axe := axeSource(t)
-		for _, lang := range []string{"en", "de", "ar", "ja"} {
-			tab, closeTab := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
-			if err := chromedp.Do(tab, chromedp.EmulateViewport(800, 760), chromedp.Navigate(base+"/shot/page?lang="+lang)); err != nil {
-				t.Fatal(err)
-			}
-			if err := waitProgress(tab); err != nil {
-				t.Fatalf("%s: %v", lang, err)
-			}
-			dirAttr, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.documentElement.lang + ' ' + document.documentElement.dir`))
-			want := lang + " ltr"
-			if lang == "ar" {
-				want = "ar rtl"
-			}
-			if dirAttr != want {
-				t.Errorf("%s: <html> lang and dir %q, want %q", lang, dirAttr, want)
-			}
-			png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
-			if err != nil {
-				t.Fatal(err)
-			}
-			file := filepath.Join(dir, "challenge-"+lang+".png")
-			if err := os.WriteFile(file, png, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if axe != "" && (lang == "en" || lang == "ar") {
-				checkAxe(t, tab, axe, lang+" challenge")
-			}
-			closeTab()
-		}
-		if axe != "" {
-			tab := newTab(t, browser)
-			if err := navigate(tab, base+"/deny?lang=he"); err != nil {
-				t.Fatal(err)
-			}
-			checkAxe(t, tab, axe, "he deny")
-			png, _ := chromedp.Run(tab, chromedp.CaptureScreenshot())
-			os.WriteFile(filepath.Join(dir, "deny-he.png"), png, 0o644)
-		}
-		t.Logf("screenshots in %s", dir)
+		screenshotsAndAxe(t, browser, base)
 	})
-}
-
-// waitProgress waits until the solver shows its speed.
-func waitProgress(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById('maat-speed') || {}).textContent || ''`))
-		if err == nil && s != "" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the solver shows no progress: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// artifactDir is $MAAT_ARTIFACTS/challenge, or a fixed folder under the
-// temporary directory, kept after the test for a person to look at.
-func artifactDir(t *testing.T) string {
-	t.Helper()
-	root := os.Getenv("MAAT_ARTIFACTS")
-	if root == "" {
-		root = filepath.Join(os.TempDir(), "maat-artifacts")
-	}
-	dir := filepath.Join(root, "challenge")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-// axeSource returns axe.min.js, installing axe-core with npm into the user
-// cache directory when it is not there yet. Without npm (or the registry),
-// it ends the test the testenv way.
-func axeSource(t *testing.T) string {
-	t.Helper()
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	prefix := filepath.Join(cache, "maat-test", "axe-core-"+axeVersion)
-	file := filepath.Join(prefix, "node_modules", "axe-core", "axe.min.js")
-	if b, err := os.ReadFile(file); err == nil {
-		return string(b)
-	}
-	npm := testenv.NeedCommand(t, "npm")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--prefix", prefix, "--no-audit", "--no-fund", "--silent", "axe-core@"+axeVersion)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		testenv.Missing(t, "npm install axe-core@%s: %v\n%s", axeVersion, err, out)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-type axeViolation struct {
-	ID     string `json:"id"`
-	Impact string `json:"impact"`
-	Help   string `json:"help"`
-	Nodes  int    `json:"nodes"`
-}
-
-// checkAxe runs axe-core on the tab's page and fails on serious or critical
-// violations (WCAG 2.0–2.2 A and AA rules and best practices).
-func checkAxe(t *testing.T, tab context.Context, src, what string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, 20*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](src)); err != nil {
-		t.Fatalf("%s: load axe: %v", what, err)
-	}
-	raw, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](`axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa', 'best-practice']}})
-		.then(r => ({passes: r.passes.length, violations: r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length}))}))`, chromedp.EvalAwaitPromise))
-	if err != nil {
-		t.Fatalf("%s: axe: %v", what, err)
-	}
-	var res struct {
-		Passes     int            `json:"passes"`
-		Violations []axeViolation `json:"violations"`
-	}
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
-	if res.Passes < 10 {
-		t.Errorf("%s: axe passed only %d rules: did it run?", what, res.Passes)
-	}
-	t.Logf("%s: axe: %d rules pass, %d violations", what, res.Passes, len(res.Violations))
-	for _, v := range res.Violations {
-		if v.Impact == "serious" || v.Impact == "critical" {
-			t.Errorf("%s: axe %s violation %s: %s (%d nodes)", what, v.Impact, v.ID, v.Help, v.Nodes)
-		} else {
-			t.Logf("%s: axe %s: %s (%s)", what, v.Impact, v.ID, v.Help)
-		}
-	}
 }

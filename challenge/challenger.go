@@ -85,7 +85,7 @@ func New(cfg Config) (*Challenger, error) {
 	if c.assets, err = loadAssets(cfg.TemplateDir); err != nil {
 		return nil, err
 	}
-	if c.tmpl, err = loadTemplates(cfg.TemplateDir, c.assetURL); err != nil {
+	if c.tmpl, err = loadTemplates(cfg.TemplateDir, template.FuncMap{"asset": c.assetURL, "inline": c.inlineJS}); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -98,63 +98,96 @@ func deriveKey(secret []byte, label string) []byte {
 	return m.Sum(nil)
 }
 
-// issue makes a challenge token for cl.
-func (c *Challenger) issue(cl Client, s Spec, now time.Time) (token, string) {
+// newToken starts a token of kind for cl, issued now.
+func (c *Challenger) newToken(kind uint8, cl Client, rule string, now time.Time) token {
+	if len(rule) > maxRuleLen {
+		rule = rule[:maxRuleLen]
+	}
+	t := token{
+		kind:    kind,
+		k:       1,
+		issued:  now.Unix(),
+		expires: now.Add(c.cfg.challengeTTL()).Unix(),
+		bind:    bindingOf(c.bind, cl),
+		rule:    rule,
+	}
+	rand.Read(t.random[:])
+	return t
+}
+
+// issuePoW makes a proof-of-work token for cl at s's difficulty.
+func (c *Challenger) issuePoW(cl Client, s Spec, now time.Time) (token, string) {
 	bits := s.Bits
 	if bits <= 0 {
 		bits = DefaultBits
 	}
 	bits = min(bits, MaxBits)
-	rule := s.Rule
-	if len(rule) > maxRuleLen {
-		rule = rule[:maxRuleLen]
-	}
-	t := token{
-		alg:     algPoW,
-		bits:    uint8(bits),
-		k:       subPuzzles(bits),
-		wait:    uint8(c.cfg.wait() / time.Second),
-		issued:  now.Unix(),
-		expires: now.Add(c.cfg.challengeTTL()).Unix(),
-		bind:    bindHash(c.bind, cl),
-		rule:    rule,
-	}
-	if t.wait == 0 {
-		t.wait = 1
-	}
-	if s.Algorithm == "metarefresh" {
-		t.alg, t.k = algRefresh, 1
-	}
-	rand.Read(t.random[:])
+	t := c.newToken(kindPoW, cl, s.Rule, now)
+	t.bits, t.k = uint8(bits), subPuzzles(bits)
 	return t, t.marshal(c.tokenKeys)
 }
 
-// Challenge answers a request that must prove itself. Navigations get the
-// challenge page; other requests (not GET or HEAD, a Sec-Fetch-Mode other
-// than navigate, XMLHttpRequest) get 401 with Retry-After and a short text
-// or JSON body, never HTML and never a redirect.
+// issueWait makes a wait token for cl, redeemable wait seconds from now.
+func (c *Challenger) issueWait(cl Client, rule string, wait uint16, now time.Time) (token, string) {
+	t := c.newToken(kindWait, cl, rule, now)
+	t.wait = wait
+	return t, t.marshal(c.tokenKeys)
+}
+
+// waitOf is the wait s offers, in whole seconds (0: none).
+func (c *Challenger) waitOf(s Spec) uint16 {
+	d := s.Wait
+	if s.Algorithm == "metarefresh" && d <= 0 {
+		d = c.cfg.wait()
+	}
+	if d <= 0 {
+		return 0
+	}
+	d = min(d, MaxWait, c.cfg.challengeTTL()/2)
+	return uint16(max(1, (d+time.Second-1)/time.Second))
+}
+
+// MitigatedHeader is the response header that marks challenge pages
+// ("challenge") and deny pages ("deny"), so that monitors and crawlers do
+// not take them for the site's content.
+const MitigatedHeader = "Maat-Mitigated"
+
+// Challenge answers a request that must prove itself, with Config's
+// ChallengeStatus and Maat-Mitigated: challenge. Navigations get the
+// challenge page, its tokens minted for this response: a proof of work
+// (unless s asks for metarefresh) and, when s offers one, a wait. Other
+// requests (not GET or HEAD, a Sec-Fetch-Mode other than navigate,
+// XMLHttpRequest) get 401 with Retry-After and a short text or JSON body,
+// never HTML and never a redirect.
 func (c *Challenger) Challenge(w http.ResponseWriter, r *http.Request, cl Client, s Spec, requestID string) {
 	l := c.language(r)
+	w.Header().Set(MitigatedHeader, "challenge")
 	if !isNavigation(r) {
 		w.Header().Set("WWW-Authenticate", `Maat realm="browser check"`)
 		w.Header().Set("Retry-After", fmt.Sprint(int(c.cfg.wait()/time.Second)))
 		c.writeShort(w, r, http.StatusUnauthorized, "challenge_required", l.t["ChallengeAPI"], requestID)
 		return
 	}
-	c.challengePage(w, r, l, cl, s, safeRedirect(r.URL.RequestURI()), requestID)
-}
-
-func (c *Challenger) challengePage(w http.ResponseWriter, r *http.Request, l *lang, cl Client, s Spec, redirect, requestID string) {
 	now := c.now()
-	t, tok := c.issue(cl, s, now)
-	c.renderChallenge(w, r, l, &t, tok, redirect, requestID, t.wait)
+	var p challengeTokens
+	if wait := c.waitOf(s); wait > 0 {
+		_, p.wait = c.issueWait(cl, s.Rule, wait, now)
+		p.waitSecs = wait
+	}
+	if s.Algorithm != "metarefresh" {
+		t, tok := c.issuePoW(cl, s, now)
+		p.pow, p.powTok = &t, tok
+	}
+	c.renderChallenge(w, r, l, &p, safeRedirect(r.URL.RequestURI()), requestID)
 }
 
-// Deny answers 403 with the deny page; reason is a short public code that
-// the operator finds in the log next to requestID.
+// Deny answers with the deny page, Config's DenyStatus and Maat-Mitigated:
+// deny; reason is a short public code that the operator finds in the log
+// next to requestID.
 func (c *Challenger) Deny(w http.ResponseWriter, r *http.Request, requestID, reason string) {
 	l := c.language(r)
-	c.message(w, r, l, http.StatusForbidden, l.t["DenyTitle"], l.t["DenyText"], requestID, reason)
+	w.Header().Set(MitigatedHeader, "deny")
+	c.message(w, r, l, requestID, messagePage{status: c.cfg.denyStatus(), title: l.t["DenyTitle"], text: l.t["DenyText"], reason: reason})
 }
 
 // RateLimited answers 429 with Retry-After.
@@ -162,7 +195,7 @@ func (c *Challenger) RateLimited(w http.ResponseWriter, r *http.Request, request
 	l := c.language(r)
 	secs := max(1, int((retryAfter+time.Second-1)/time.Second))
 	w.Header().Set("Retry-After", fmt.Sprint(secs))
-	c.message(w, r, l, http.StatusTooManyRequests, l.t["RateTitle"], l.plural("RateText", secs), requestID, "rate_limited")
+	c.message(w, r, l, requestID, messagePage{status: http.StatusTooManyRequests, title: l.t["RateTitle"], text: l.plural("RateText", secs), reason: "rate_limited", retry: true})
 }
 
 // Error answers a gateway failure (502, 503, 504; any other status is
@@ -176,7 +209,7 @@ func (c *Challenger) Error(w http.ResponseWriter, r *http.Request, status int, r
 	case http.StatusGatewayTimeout:
 		text = l.t["Error504"]
 	}
-	c.message(w, r, l, status, l.t["ErrorTitle"], text, requestID, reason)
+	c.message(w, r, l, requestID, messagePage{status: status, title: l.t["ErrorTitle"], text: text, reason: reason, retry: true})
 }
 
 // language chooses the page language for r.

@@ -24,6 +24,9 @@ const (
 
 	// MaxBits is the largest difficulty a Spec may ask for.
 	MaxBits = 35
+	// MaxWait is the longest wait a Spec may ask for; longer ones are
+	// shortened to it.
+	MaxWait = 10 * time.Minute
 	// MinSecretLen is the shortest accepted Config.Secret.
 	MinSecretLen = 32
 	// CookieName is the pass cookie's name.
@@ -97,13 +100,25 @@ type Config struct {
 	// DefaultChallengeTTL.
 	ChallengeTTL time.Duration
 
-	// Wait is how long a visitor without JavaScript (or on the metarefresh
-	// algorithm) waits before passing. If zero, DefaultWait.
+	// Wait is the wait of the metarefresh algorithm when its Spec sets
+	// none. (Whether a proof-of-work page offers a wait, and how long, is
+	// the Spec's Wait.) At most MaxWait. If zero, DefaultWait.
 	Wait time.Duration
 
 	// SolveTimeout is how long the browser solver works before it falls
-	// back to the wait path. If zero, DefaultSolveTimeout.
+	// back to the wait, when the page offers one. If zero,
+	// DefaultSolveTimeout.
 	SolveTimeout time.Duration
+
+	// ChallengeStatus and DenyStatus are the HTTP status codes of the
+	// challenge pages and the deny pages (Anubis's status_codes CHALLENGE
+	// and DENY): 200–299 but 204 and 205, or 400–599. Both pages also carry
+	// the response header Maat-Mitigated: challenge or deny. If zero, 403.
+	// (A challenged request that cannot show a page, such as an API call,
+	// gets 401 whatever ChallengeStatus says; a refused /.maat/pass gets
+	// 403.)
+	ChallengeStatus int
+	DenyStatus      int
 
 	// Marker refuses the replay of a solved token. If nil, an in-process
 	// map is used (enough for a single node).
@@ -124,7 +139,8 @@ type Config struct {
 	// TemplateDir, if set, holds *.html files whose {{define}}s replace the
 	// embedded templates of the same name ("page", the whole document;
 	// "head", extra <head> content; "brand", above the heading, empty by
-	// default: the place for a logo; "challenge"; "message"; "footer"), and
+	// default: the place for a logo; "solver", the challenge page's inline
+	// script in <head>; "challenge"; "message"; "footer"), and
 	// a static/ folder whose files replace or add to the embedded assets
 	// served under /.maat/static/ (maat.css for colours; a logo, linked from
 	// a template as {{asset "logo.svg"}}).
@@ -145,10 +161,16 @@ type Config struct {
 	// Now is the clock. If nil, time.Now.
 	Now func() time.Time
 
-	// OnPass, if set, is called each time a solved challenge earns a pass
-	// cookie, with what was asked and the time from the challenge's issue
-	// to its redemption (the solve time as the server measures it).
+	// OnPass, if set, is called each time a challenge is passed at
+	// /.maat/pass, with what was proven (a wait reads as Algorithm
+	// "metarefresh" and Bits 0) and the time from the token's issue to its
+	// redemption (the solve time as the server measures it).
 	OnPass func(r *http.Request, s Spec, solve time.Duration)
+
+	// OnFail, if set, is called each time /.maat/pass refuses a request,
+	// with the reason it shows the visitor (one of the Fail… constants), so
+	// that the edge can log it. Nothing refused is a pass.
+	OnFail func(r *http.Request, reason string)
 }
 
 // Validate reports every problem of the configuration at once.
@@ -168,8 +190,16 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("challenge: negative %s %v", d.name, d.v))
 		}
 	}
-	if w := cfg.wait(); w > 255*time.Second {
-		errs = append(errs, fmt.Errorf("challenge: wait %v exceeds 255s", w))
+	if w := cfg.wait(); w > MaxWait {
+		errs = append(errs, fmt.Errorf("challenge: wait %v exceeds %v", w, MaxWait))
+	}
+	for _, st := range []struct {
+		name string
+		code int
+	}{{"challenge", cfg.ChallengeStatus}, {"deny", cfg.DenyStatus}} {
+		if st.code != 0 && !pageStatus(st.code) {
+			errs = append(errs, fmt.Errorf("challenge: %s status %d: want 200–299 (not 204 or 205) or 400–599", st.name, st.code))
+		}
 	}
 	if cfg.wait() >= cfg.challengeTTL() {
 		errs = append(errs, errors.New("challenge: wait must be shorter than the challenge TTL"))
@@ -205,6 +235,24 @@ func (cfg *Config) cacheSize() int {
 	return cfg.CacheSize
 }
 
+func (cfg *Config) challengeStatus() int { return orForbidden(cfg.ChallengeStatus) }
+func (cfg *Config) denyStatus() int      { return orForbidden(cfg.DenyStatus) }
+
+func orForbidden(code int) int {
+	if code == 0 {
+		return http.StatusForbidden
+	}
+	return code
+}
+
+// pageStatus reports whether a page may be sent with code: a success with
+// a body, or an error. (A redirect without a Location, 1xx, 204 and 205
+// cannot carry a page.)
+func pageStatus(code int) bool {
+	return (code >= 200 && code <= 299 && code != http.StatusNoContent && code != http.StatusResetContent) ||
+		(code >= 400 && code <= 599)
+}
+
 func orDefault(d, def time.Duration) time.Duration {
 	if d == 0 {
 		return def
@@ -221,9 +269,28 @@ type Client struct {
 // prefix is the client's /24 (IPv4) or /64 (IPv6) network.
 func (cl Client) prefix() netip.Prefix { return clientnet.Prefix(cl.IP) }
 
-// Spec is what the policy asks of a challenge.
+// Spec is what the policy asks of a challenge, and what the edge allows
+// this client instead.
 type Spec struct {
-	Algorithm string // "pow" (also "fast", "slow", "") or "metarefresh"
+	Algorithm string // "pow" (also "fast", "slow", "") or "metarefresh" (the wait only)
 	Bits      int    // leading zero bits; if zero, DefaultBits
 	Rule      string // the rule's name, for the log
+
+	// Wait, if positive, offers this client a wait of that length instead
+	// of the proof of work: the page's <noscript> part and its fallback for
+	// slow devices. The edge offers it only to clients it trusts with it.
+	// If zero, no wait is offered: the page says, in the visitor's
+	// language, that JavaScript is needed and why. For the metarefresh
+	// algorithm it is the wait (if zero, Config.Wait). Whole seconds,
+	// rounded up; at most MaxWait and half the challenge TTL.
+	Wait time.Duration
+}
+
+// Need is what a request must have proven to pass Check: a proof of work of
+// Bits, or, when Wait is set, anything (the edge sets Wait when it would
+// offer this client the wait right now, so a pass earned by waiting is
+// enough, and so is any proof of work).
+type Need struct {
+	Bits int
+	Wait bool
 }

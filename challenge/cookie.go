@@ -2,6 +2,7 @@ package challenge
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -25,9 +26,16 @@ const (
 	PassJA4                    // earned with another JA4
 	PassBits                   // earned at fewer bits than asked
 	PassPolicy                 // earned under another policy version
+	PassWaitOnly               // earned by waiting, where a proof of work is asked
 )
 
-var reasonNames = [...]string{"ok", "no_cookie", "invalid", "expired", "ip_prefix", "ja4", "difficulty", "policy_version"}
+var reasonNames = [...]string{"ok", "no_cookie", "invalid", "expired", "ip_prefix", "ja4", "difficulty", "policy_version", "wait_only"}
+
+// How a pass was earned: the cookie's "method" claim, and Token.Kind.
+const (
+	MethodPoW  = "pow"
+	MethodWait = "wait"
+)
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
@@ -36,9 +44,14 @@ func (r Reason) String() string {
 	return "unknown"
 }
 
-// passClaims are the pass cookie's claims.
+// passClaims are the pass cookie's claims. Method is MethodPoW or
+// MethodWait, Bits the bits proven (0 for a wait). A cookie without a
+// method (issued before methods were recorded) is invalid: it may have
+// been earned by waiting for a proof of work, so its holder is challenged
+// once more.
 type passClaims struct {
 	jwt.RegisteredClaims
+	Method string `json:"method"`
 	Bits   int    `json:"bits"`
 	Net    string `json:"net,omitempty"`
 	JA4    string `json:"ja4,omitempty"`
@@ -46,9 +59,14 @@ type passClaims struct {
 	Policy string `json:"pv,omitempty"`
 }
 
+// errCookieClaims reports a pass cookie whose signature holds but whose
+// method is missing or does not fit its bits.
+var errCookieClaims = errors.New("challenge: pass cookie without a valid method")
+
 // passEntry is a verified cookie in the cache.
 type passEntry struct {
 	expires int64 // Unix seconds
+	wait    bool  // earned by waiting
 	bits    int
 	net     netip.Prefix
 	ja4     string
@@ -108,10 +126,12 @@ func cookieValue(r *http.Request) (string, bool) {
 	return "", false
 }
 
-// Check reports whether r carries a valid pass cookie for cl at minBits or
-// more, and if not, why. A cached cookie costs a map lookup and no
-// allocation.
-func (c *Challenger) Check(r *http.Request, cl Client, minBits int) Reason {
+// Check reports whether r carries a valid pass cookie for cl that meets
+// need, and if not, why. A cookie earned by waiting meets only a need with
+// Wait set (PassWaitOnly otherwise); a proof of work meets one of as many
+// bits or fewer (PassBits otherwise), or one with Wait set. A cached
+// cookie costs a map lookup and no allocation.
+func (c *Challenger) Check(r *http.Request, cl Client, need Need) Reason {
 	v, ok := cookieValue(r)
 	if !ok {
 		return PassNoCookie
@@ -129,7 +149,7 @@ func (c *Challenger) Check(r *http.Request, cl Client, minBits int) Reason {
 		}
 		c.cache.put(v, e, now)
 	}
-	return c.judge(&e, cl, minBits, now)
+	return c.judge(&e, cl, need, now)
 }
 
 // rejectCache remembers cookies that failed to verify, so that a client
@@ -163,17 +183,23 @@ func (rc *rejectCache) add(k string, now int64) {
 	rc.m[k] = now + rejectTTL
 }
 
-// Pass reports whether r carries a valid pass cookie for cl at minBits.
-func (c *Challenger) Pass(r *http.Request, cl Client, minBits int) bool {
-	return c.Check(r, cl, minBits) == PassOK
+// Pass reports whether r carries a valid pass cookie for cl that meets
+// need.
+func (c *Challenger) Pass(r *http.Request, cl Client, need Need) bool {
+	return c.Check(r, cl, need) == PassOK
 }
 
-func (c *Challenger) judge(e *passEntry, cl Client, minBits int, now int64) Reason {
+func (c *Challenger) judge(e *passEntry, cl Client, need Need, now int64) Reason {
 	switch {
 	case now >= e.expires:
 		return PassExpired
-	case e.bits < minBits:
+	case need.Wait:
+	case e.wait:
+		return PassWaitOnly
+	case e.bits < need.Bits:
 		return PassBits
+	}
+	switch {
 	case c.policyVersion != "" && e.policy != c.policyVersion:
 		return PassPolicy
 	case c.bind&BindIPPrefix != 0 && e.net != cl.prefix():
@@ -202,7 +228,7 @@ func (c *Challenger) signingMethod() jwt.SigningMethod {
 	return jwt.SigningMethodHS256
 }
 
-// issueCookie signs a pass for cl at the token's difficulty.
+// issueCookie signs a pass for cl: the token's proof of work, or a wait.
 func (c *Challenger) issueCookie(t *token, cl Client, now time.Time) (*http.Cookie, error) {
 	exp := now.Add(c.cfg.passTTL())
 	claims := passClaims{
@@ -210,9 +236,13 @@ func (c *Challenger) issueCookie(t *token, cl Client, now time.Time) (*http.Cook
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(exp),
 		},
+		Method: MethodPoW,
 		Bits:   int(t.bits),
 		Rule:   t.rule,
 		Policy: c.policyVersion,
+	}
+	if t.kind == kindWait {
+		claims.Method, claims.Bits = MethodWait, 0
 	}
 	if c.bind&BindIPPrefix != 0 {
 		claims.Net = cl.prefix().String()
@@ -248,6 +278,16 @@ func (c *Challenger) parseCookie(s string) (passEntry, error) {
 		return passEntry{}, err
 	}
 	e := passEntry{expires: claims.ExpiresAt.Unix(), bits: claims.Bits, ja4: claims.JA4, policy: claims.Policy}
+	switch claims.Method {
+	case MethodPoW:
+	case MethodWait:
+		if claims.Bits != 0 {
+			return passEntry{}, errCookieClaims
+		}
+		e.wait = true
+	default:
+		return passEntry{}, errCookieClaims
+	}
 	if claims.Net != "" {
 		if e.net, err = netip.ParsePrefix(claims.Net); err != nil {
 			return passEntry{}, err

@@ -15,30 +15,41 @@ import (
 func TestCheck(t *testing.T) {
 	t.Parallel()
 	c, clk := newTest(t, func(cfg *Config) { cfg.PolicyVersion = "v1" })
-	ck := earn(t, c, alice, 16)
+	pow := earn(t, c, alice, 16)
+	wait := earnWait(t, c, clk, alice)
 	tests := []struct {
 		name    string
+		cookie  *http.Cookie
 		client  Client
-		minBits int
+		need    Need
 		advance time.Duration
 		want    Reason
 	}{
-		{"same client", alice, 16, 0, PassOK},
-		{"easier rule", alice, 8, 0, PassOK},
-		{"neighbour in the /24", Client{IP: alice.IP.Prev(), JA4: alice.JA4}, 16, 0, PassOK},
-		{"same browser over QUIC", aliceQ, 16, 0, PassOK},
-		{"difficulty step-up", alice, 20, 0, PassBits},
-		{"other /24", mallory, 16, 0, PassPrefix},
-		{"roamed to IPv6", alice6, 16, 0, PassPrefix},
-		{"other JA4", Client{IP: alice.IP, JA4: "t13d1715h2_5b57614c22b0_3d5424432f57"}, 16, 0, PassJA4},
-		{"expired", alice, 16, DefaultPassTTL, PassExpired},
+		{"same client", pow, alice, Need{Bits: 16}, 0, PassOK},
+		{"easier rule", pow, alice, Need{Bits: 8}, 0, PassOK},
+		{"no proof of work asked", pow, alice, Need{}, 0, PassOK},
+		{"harder rule where a wait would do", pow, alice, Need{Bits: 20, Wait: true}, 0, PassOK},
+		{"neighbour in the /24", pow, Client{IP: alice.IP.Prev(), JA4: alice.JA4}, Need{Bits: 16}, 0, PassOK},
+		{"same browser over QUIC", pow, aliceQ, Need{Bits: 16}, 0, PassOK},
+		{"difficulty step-up", pow, alice, Need{Bits: 20}, 0, PassBits},
+		{"other /24", pow, mallory, Need{Bits: 16}, 0, PassPrefix},
+		{"roamed to IPv6", pow, alice6, Need{Bits: 16}, 0, PassPrefix},
+		{"other JA4", pow, Client{IP: alice.IP, JA4: "t13d1715h2_5b57614c22b0_3d5424432f57"}, Need{Bits: 16}, 0, PassJA4},
+		{"wait where a wait would do", wait, alice, Need{Bits: 12, Wait: true}, 0, PassOK},
+		{"wait where proof of work is asked", wait, alice, Need{Bits: 12}, 0, PassWaitOnly},
+		{"wait where no bits are asked but no wait offered", wait, alice, Need{}, 0, PassWaitOnly},
+		{"wait from another /24", wait, mallory, Need{Wait: true}, 0, PassPrefix},
+		{"expired", pow, alice, Need{Bits: 16}, DefaultPassTTL, PassExpired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Not parallel: the clock moves in the last case.
 			clk.Add(tt.advance)
-			if got := c.Check(requestWith(ck), tt.client, tt.minBits); got != tt.want {
+			if got := c.Check(requestWith(tt.cookie), tt.client, tt.need); got != tt.want {
 				t.Errorf("Check = %v, want %v", got, tt.want)
+			}
+			if got := c.Pass(requestWith(tt.cookie), tt.client, tt.need); got != (tt.want == PassOK) {
+				t.Errorf("Pass = %v", got)
 			}
 		})
 	}
@@ -54,7 +65,7 @@ func TestCheckIPv6Binding(t *testing.T) {
 		cl   Client
 		want Reason
 	}{{alice6, PassOK}, {same64, PassOK}, {other64, PassPrefix}, {alice, PassPrefix}} {
-		if got := c.Check(requestWith(ck), tt.cl, 8); got != tt.want {
+		if got := c.Check(requestWith(ck), tt.cl, Need{Bits: 8}); got != tt.want {
 			t.Errorf("%v: Check = %v, want %v", tt.cl.IP, got, tt.want)
 		}
 	}
@@ -65,7 +76,7 @@ func TestCheckPolicyVersion(t *testing.T) {
 	c1, _ := newTest(t, func(cfg *Config) { cfg.PolicyVersion = "v1" })
 	c2, _ := newTest(t, func(cfg *Config) { cfg.PolicyVersion = "v2" })
 	ck := earn(t, c1, alice, 8)
-	if got := c2.Check(requestWith(ck), alice, 8); got != PassPolicy {
+	if got := c2.Check(requestWith(ck), alice, Need{Bits: 8}); got != PassPolicy {
 		t.Errorf("Check = %v, want %v", got, PassPolicy)
 	}
 }
@@ -74,7 +85,7 @@ func TestCheckBindNone(t *testing.T) {
 	t.Parallel()
 	c, _ := newTest(t, func(cfg *Config) { cfg.Bind = BindNone })
 	ck := earn(t, c, alice, 8)
-	if got := c.Check(requestWith(ck), mallory, 8); got != PassOK {
+	if got := c.Check(requestWith(ck), mallory, Need{Bits: 8}); got != PassOK {
 		t.Errorf("Check = %v, want ok", got)
 	}
 }
@@ -87,7 +98,7 @@ func TestCheckForged(t *testing.T) {
 	now := clk.Now()
 	claims := passClaims{
 		RegisteredClaims: jwt.RegisteredClaims{IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))},
-		Bits:             30, Net: "198.51.100.0/24", JA4: alice.JA4,
+		Method:           MethodPoW, Bits: 30, Net: "198.51.100.0/24", JA4: alice.JA4,
 	}
 	sign := func(m jwt.SigningMethod, key any) string {
 		s, err := jwt.NewWithClaims(m, claims).SignedString(key)
@@ -99,6 +110,18 @@ func TestCheckForged(t *testing.T) {
 	noExp := claims
 	noExp.ExpiresAt = nil
 	noExpTok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, noExp).SignedString(hs.cookieKey)
+	// A cookie from before methods were recorded may have been earned by
+	// waiting for a proof of work: it is invalid, its holder challenged
+	// once more.
+	old := claims
+	old.Method = ""
+	oldTok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, old).SignedString(hs.cookieKey)
+	waitBits := claims
+	waitBits.Method = MethodWait
+	waitBitsTok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, waitBits).SignedString(hs.cookieKey)
+	odd := claims
+	odd.Method = "sleep"
+	oddTok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, odd).SignedString(hs.cookieKey)
 	tests := []struct {
 		name  string
 		c     *Challenger
@@ -114,6 +137,9 @@ func TestCheckForged(t *testing.T) {
 		{"HS512", hs, sign(jwt.SigningMethodHS512, hs.cookieKey), PassInvalid},
 		{"wrong key", hs, sign(jwt.SigningMethodHS256, []byte("not the key")), PassInvalid},
 		{"no expiry", hs, noExpTok, PassInvalid},
+		{"no method (an old cookie)", hs, oldTok, PassInvalid},
+		{"a wait with bits", hs, waitBitsTok, PassInvalid},
+		{"unknown method", hs, oddTok, PassInvalid},
 		{"garbage", hs, "a.b.c", PassInvalid},
 		{"empty", hs, "", PassNoCookie},
 	}
@@ -122,7 +148,7 @@ func TestCheckForged(t *testing.T) {
 			t.Parallel()
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
 			r.Header.Set("Cookie", CookieName+"="+tt.value)
-			if got := tt.c.Check(r, alice, 16); got != tt.want {
+			if got := tt.c.Check(r, alice, Need{Bits: 16}); got != tt.want {
 				t.Errorf("Check = %v, want %v", got, tt.want)
 			}
 		})
@@ -169,7 +195,7 @@ func TestPassCacheBounded(t *testing.T) {
 
 func TestReasonString(t *testing.T) {
 	t.Parallel()
-	for r := PassOK; r <= PassPolicy; r++ {
+	for r := PassOK; r <= PassWaitOnly; r++ {
 		if s := r.String(); s == "unknown" || s == "" {
 			t.Errorf("Reason(%d) has no name", r)
 		}
@@ -186,25 +212,25 @@ func TestRejectedCookies(t *testing.T) { // not parallel: AllocsPerRun
 	forged.Value = good.Value[:len(good.Value)-4] + "AAAA"
 	now := func() int64 { return c.now().Unix() }
 	for range 2 {
-		if got := c.Check(requestWith(&forged), alice, 16); got != PassInvalid {
+		if got := c.Check(requestWith(&forged), alice, Need{Bits: 16}); got != PassInvalid {
 			t.Fatalf("forged cookie: %v, want PassInvalid", got)
 		}
 		if !c.rejected.has(forged.Value, now()) {
 			t.Fatal("forged cookie not remembered")
 		}
 	}
-	if got := c.Check(requestWith(good), alice, 16); got != PassOK {
+	if got := c.Check(requestWith(good), alice, Need{Bits: 16}); got != PassOK {
 		t.Fatalf("good cookie: %v", got)
 	}
 	r := requestWith(&forged)
-	if a := testing.AllocsPerRun(100, func() { c.Check(r, alice, 16) }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { c.Check(r, alice, Need{Bits: 16}) }); a != 0 {
 		t.Errorf("a remembered bad cookie costs %v allocations; a JWT parse costs about 50", a)
 	}
 	clk.Add(rejectTTL * time.Second)
 	if c.rejected.has(forged.Value, now()) {
 		t.Error("forged cookie still remembered after rejectTTL")
 	}
-	if got := c.Check(requestWith(&forged), alice, 16); got != PassInvalid {
+	if got := c.Check(requestWith(&forged), alice, Need{Bits: 16}); got != PassInvalid {
 		t.Fatalf("forged cookie after rejectTTL: %v", got)
 	}
 	for i := range 3 * maxRejected {
@@ -222,7 +248,7 @@ func BenchmarkCheckRejected(b *testing.B) {
 	r := requestWith(&forged)
 	b.ReportAllocs()
 	for b.Loop() {
-		if c.Check(r, alice, 16) != PassInvalid {
+		if c.Check(r, alice, Need{Bits: 16}) != PassInvalid {
 			b.Fatal("forged cookie accepted")
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // memMarker is a tiny in-memory Marker for the tests.
@@ -70,15 +72,13 @@ var (
 	alice6  = Client{IP: netip.MustParseAddr("2001:db8:1:2::7"), JA4: alice.JA4}
 	aliceQ  = Client{IP: alice.IP, JA4: "q13d0312h3_55b375c5d22e_06cda9e17597"}
 	mallory = Client{IP: netip.MustParseAddr("203.0.113.9"), JA4: alice.JA4}
+	bob     = Client{IP: netip.MustParseAddr("192.0.2.44"), JA4: "t13d1715h2_5b57614c22b0_3d5424432f57"}
 )
 
-// passURL builds a /.maat/pass URL for a token with an optional solution.
+// passURL builds a /.maat/pass URL for a PoW token with its solution (n
+// is always there, empty when nonces is).
 func passURL(tok, redirect, nonces string) string {
-	u := passPath + "?t=" + tok + "&r=" + url.QueryEscape(redirect)
-	if nonces != "" {
-		u += "&n=" + nonces
-	}
-	return u
+	return passPath + "?t=" + tok + "&r=" + url.QueryEscape(redirect) + "&n=" + nonces
 }
 
 // do runs the /.maat/ handler for cl.
@@ -104,13 +104,42 @@ func passCookie(w *httptest.ResponseRecorder) *http.Cookie {
 // earn solves a fresh challenge for cl at bits and returns the cookie.
 func earn(t testing.TB, c *Challenger, cl Client, bits int) *http.Cookie {
 	t.Helper()
-	tk, tok := c.issue(cl, Spec{Bits: bits}, c.now())
+	tk, tok := c.issuePoW(cl, Spec{Bits: bits}, c.now())
 	w := do(c, cl, passURL(tok, "/", formatNonces(solve(&tk))))
 	ck := passCookie(w)
 	if w.Code != http.StatusSeeOther || ck == nil {
 		t.Fatalf("earn: status %d, cookie %v, body %.200s", w.Code, ck, w.Body)
 	}
 	return ck
+}
+
+// earnWait waits out a fresh wait token for cl (moving clk) and returns
+// the cookie.
+func earnWait(t testing.TB, c *Challenger, clk *clock, cl Client) *http.Cookie {
+	t.Helper()
+	_, tok := c.issueWait(cl, "", 2, c.now())
+	clk.Add(2 * time.Second)
+	w := do(c, cl, waitURL(tok, "/"))
+	ck := passCookie(w)
+	if w.Code != http.StatusSeeOther || ck == nil {
+		t.Fatalf("earnWait: status %d, cookie %v, body %.200s", w.Code, ck, w.Body)
+	}
+	return ck
+}
+
+// waitURL builds a /.maat/pass URL for a wait token: no n at all.
+func waitURL(tok, redirect string) string {
+	return passPath + "?t=" + tok + "&r=" + url.QueryEscape(redirect)
+}
+
+// claimsOf decodes a pass cookie's claims without checking them.
+func claimsOf(t testing.TB, ck *http.Cookie) passClaims {
+	t.Helper()
+	var claims passClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(ck.Value, &claims); err != nil {
+		t.Fatal(err)
+	}
+	return claims
 }
 
 func requestWith(ck *http.Cookie) *http.Request {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nicksnyder/go-i18n/v2/i18n"
 	"golang.org/x/text/language"
@@ -128,7 +129,7 @@ func TestLocalizedPages(t *testing.T) {
 			r := httptest.NewRequest(http.MethodGet, "https://example.org"+tt.target, nil)
 			r.Header.Set("Accept-Language", tt.accept)
 			w := httptest.NewRecorder()
-			c.Challenge(w, r, alice, Spec{Bits: 16}, "req")
+			c.Challenge(w, r, alice, Spec{Bits: 16, Wait: 2 * time.Second}, "req")
 			for _, s := range tt.want {
 				if !strings.Contains(w.Body.String(), s) {
 					t.Errorf("page lacks %q", s)

@@ -36,13 +36,14 @@ var staticFS embed.FS
 // asset is a static file, with its gzip form when that is smaller.
 type asset struct {
 	body, gz    []byte
+	inline      string // an embedded script without its comment lines, to inline in a page
 	contentType string
 	etag        string
 }
 
 func loadAssets(dir string) (map[string]*asset, error) {
 	out := make(map[string]*asset)
-	add := func(fsys fs.FS) error {
+	add := func(fsys fs.FS, embedded bool) error {
 		return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
@@ -60,17 +61,23 @@ func loadAssets(dir string) (map[string]*asset, error) {
 			if z := gzipBytes(b); len(z) < len(b) {
 				a.gz = z
 			}
+			if path.Ext(p) == ".js" {
+				a.inline = string(b)
+				if embedded {
+					a.inline = stripComments(a.inline)
+				}
+			}
 			out[p] = a
 			return nil
 		})
 	}
 	sub, _ := fs.Sub(staticFS, "static")
-	if err := add(sub); err != nil {
+	if err := add(sub, true); err != nil {
 		return nil, fmt.Errorf("challenge: static assets: %w", err)
 	}
 	if dir != "" {
 		if fi, err := os.Stat(filepath.Join(dir, "static")); err == nil && fi.IsDir() {
-			if err := add(os.DirFS(filepath.Join(dir, "static"))); err != nil {
+			if err := add(os.DirFS(filepath.Join(dir, "static")), false); err != nil {
 				return nil, fmt.Errorf("challenge: static assets: %w", err)
 			}
 		}
@@ -86,8 +93,33 @@ func (c *Challenger) assetURL(name string) string {
 	return staticPrefix + name
 }
 
-func loadTemplates(dir string, assetURL func(string) string) (*template.Template, error) {
-	t, err := template.New("").Funcs(template.FuncMap{"asset": assetURL}).ParseFS(templateFS, "templates/*.html")
+// inlineJS is a static script's text, for a template to inline (the
+// embedded one, or the operator's from TemplateDir/static).
+func (c *Challenger) inlineJS(name string) template.JS {
+	if a, ok := c.assets[name]; ok {
+		return template.JS(a.inline)
+	}
+	return ""
+}
+
+// stripComments drops the comment lines and the indentation of one of our
+// scripts: every challenge page carries it. (Only for our own scripts,
+// which keep no string across lines.)
+func stripComments(js string) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(js, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "//") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func loadTemplates(dir string, funcs template.FuncMap) (*template.Template, error) {
+	t, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("challenge: templates: %w", err)
 	}
@@ -112,6 +144,8 @@ type pageData struct {
 	Title           string
 	Text            string
 	Status          int
+	Retry           bool   // offer to load the page again
+	BackURL         string // the page the visitor came for, when a pass was refused
 	RequestID       string
 	Reason          string
 	Contact         string
@@ -122,56 +156,121 @@ type pageData struct {
 }
 
 // challengeData is the challenge page's part; numbers are preformatted so
-// that the page skeleton can stand in for every field.
+// that the page skeleton can stand in for every field. URLs are normalized
+// (normalizeURL) because the skeleton writes them without html/template's
+// URL normalizer.
 type challengeData struct {
 	PoW        bool
 	Seed       string
 	K, SubBits string
-	PassURL    string // append "&n=…" to submit a solution
-	WaitURL    string
+	PassURL    string // the PoW token's URL: append "&n=…" to submit a solution
+	WaitURL    string // the wait token's URL; empty when no wait is offered
 	WaitText   string
 	WaitMS     string
 	CapMS      string
 	Worker     string
 }
 
+// challengeTokens are the tokens minted for one challenge page: a proof of
+// work (pow nil: the wait only), a wait ("" : none offered), and the
+// seconds the page waits before it follows the wait token.
+type challengeTokens struct {
+	pow      *token
+	powTok   string
+	wait     string
+	waitSecs uint16
+}
+
 func (c *Challenger) basePage(l *lang, title string) pageData {
 	return pageData{Lang: l.code, Dir: l.dir, T: l.t, Title: title, Contact: c.cfg.Contact, PolicyURL: c.cfg.PolicyURL}
 }
 
-func (c *Challenger) renderChallenge(w http.ResponseWriter, r *http.Request, l *lang, t *token, tok, redirect, requestID string, wait uint8) {
-	passURL := passPath + "?t=" + tok + "&r=" + url.QueryEscape(redirect)
-	refresh := strconv.Itoa(int(wait)) + "; url=" + passURL
+func (c *Challenger) renderChallenge(w http.ResponseWriter, r *http.Request, l *lang, p *challengeTokens, redirect, requestID string) {
+	back := "&r=" + url.QueryEscape(redirect)
 	d := c.basePage(l, l.t["ChallengeTitle"])
 	d.RequestID = requestID
-	d.Challenge = &challengeData{
-		PoW:      t.alg == algPoW,
-		Seed:     t.seed(),
-		K:        strconv.Itoa(int(t.k)),
-		SubBits:  strconv.Itoa(t.subBits()),
-		PassURL:  passURL,
-		WaitURL:  passURL,
-		WaitText: l.plural("ChallengeWait", int(wait)),
-		WaitMS:   strconv.Itoa(int(wait)*1000 + 250),
-		CapMS:    strconv.FormatInt(max(c.cfg.solveTimeout(), time.Duration(wait)*time.Second).Milliseconds(), 10),
-		Worker:   c.assetURL("worker.js"),
+	ch := &challengeData{Worker: c.assetURL("worker.js"), CapMS: strconv.FormatInt(c.cfg.solveTimeout().Milliseconds(), 10)}
+	d.Challenge = ch
+	if p.pow != nil {
+		ch.PoW = true
+		ch.Seed = p.pow.seed()
+		ch.K = strconv.Itoa(int(p.pow.k))
+		ch.SubBits = strconv.Itoa(p.pow.subBits())
+		ch.PassURL = normalizeURL(passPath + "?t=" + p.powTok + back)
 	}
-	// Without JavaScript the page refreshes itself (HTML's meta refresh);
-	// with it, solve.js solves the PoW or, for the metarefresh algorithm,
-	// waits and follows the same URL, so that no delayed meta refresh is
-	// live for assistive technology (WCAG 2.2 F41).
-	d.NoScriptRefresh = refresh
-	c.render(w, r, http.StatusOK, &d, true)
+	if p.wait != "" {
+		wait := int(p.waitSecs)
+		ch.WaitURL = normalizeURL(passPath + "?t=" + p.wait + back)
+		ch.WaitText = l.plural("ChallengeWait", wait)
+		ch.WaitMS = strconv.Itoa(wait*1000 + 250)
+		ch.CapMS = strconv.FormatInt(max(c.cfg.solveTimeout(), time.Duration(wait)*time.Second).Milliseconds(), 10)
+		// Without JavaScript the page refreshes itself (HTML's meta
+		// refresh); with it, solve.js solves the PoW or, for the wait
+		// only, waits and follows the same URL, so that no delayed meta
+		// refresh is live for assistive technology (WCAG 2.2 F41).
+		d.NoScriptRefresh = strconv.Itoa(wait) + "; url=" + ch.WaitURL
+	}
+	c.render(w, r, c.cfg.challengeStatus(), &d, true)
 }
 
-func (c *Challenger) message(w http.ResponseWriter, r *http.Request, l *lang, status int, title, text, requestID, reason string) {
+// messagePage is a page with a message: deny, rate limited, error, refused
+// pass.
+type messagePage struct {
+	status              int
+	title, text, reason string
+	retry               bool   // offer to load the page again
+	back                string // link back to this path on the site
+}
+
+func (c *Challenger) message(w http.ResponseWriter, r *http.Request, l *lang, requestID string, m messagePage) {
 	if !isNavigation(r) {
-		c.writeShort(w, r, status, reason, text, requestID)
+		c.writeShort(w, r, m.status, m.reason, m.text, requestID)
 		return
 	}
-	d := c.basePage(l, title)
-	d.Text, d.Status, d.RequestID, d.Reason = text, status, requestID, reason
-	c.render(w, r, status, &d, false)
+	d := c.basePage(l, m.title)
+	d.Text, d.Status, d.RequestID, d.Reason, d.Retry = m.text, m.status, requestID, m.reason, m.retry
+	if m.back != "" {
+		d.BackURL = normalizeURL(m.back)
+	}
+	c.render(w, r, m.status, &d, false)
+}
+
+// normalizeURL percent-encodes what html/template's URL normalizer encodes
+// in a URL attribute (every byte but RFC 3986's unreserved and reserved
+// characters, except the single quote, and '%' where it starts an escape),
+// so that the page skeleton writes a URL byte for byte as the template
+// does. Our own URLs need no encoding and are returned as they are.
+func normalizeURL(s string) string {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if urlKeep(ch) || (ch == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2])) {
+			if b != nil {
+				b = append(b, ch)
+			}
+			continue
+		}
+		if b == nil {
+			b = append(make([]byte, 0, len(s)+16), s[:i]...)
+		}
+		b = append(b, '%', "0123456789abcdef"[ch>>4], "0123456789abcdef"[ch&15])
+	}
+	if b == nil {
+		return s
+	}
+	return string(b)
+}
+
+func urlKeep(ch byte) bool {
+	switch {
+	case 'a' <= ch && ch <= 'z', 'A' <= ch && ch <= 'Z', '0' <= ch && ch <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~!#$&*+,/:;=?@[]", ch) >= 0
+}
+
+func isHex(ch byte) bool {
+	return '0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f' || 'A' <= ch && ch <= 'F'
 }
 
 // pools holds the buffers and gzip writers pages are rendered with.
@@ -290,7 +389,9 @@ func (c *Challenger) writeShort(w http.ResponseWriter, r *http.Request, status i
 func csp(nonce string, script bool) string {
 	s := "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 	if script {
-		s += "; script-src 'nonce-" + nonce + "'; worker-src 'self'; connect-src 'self'"
+		// 'wasm-unsafe-eval' lets the page compile its WebAssembly search
+		// (search.wasm, from this site); it allows no JavaScript eval.
+		s += "; script-src 'nonce-" + nonce + "' 'wasm-unsafe-eval'; worker-src 'self'; connect-src 'self'"
 	}
 	return s
 }

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,43 +58,110 @@ func TestChallengeNonNavigation(t *testing.T) {
 	}
 }
 
-var nonceRE = regexp.MustCompile(`script-src 'nonce-([A-Za-z0-9_-]+)'`)
+var (
+	nonceRE    = regexp.MustCompile(`script-src 'nonce-([A-Za-z0-9_-]+)'`)
+	refreshRE  = regexp.MustCompile(`<meta http-equiv="refresh" content="(\d+); url=([^"]+)">`)
+	dataWaitRE = regexp.MustCompile(`data-wait="([^"]+)"`)
+	dataPassRE = regexp.MustCompile(`data-pass="([^"]+)"`)
+	buttonRE   = regexp.MustCompile(`<a class="button" href="([^"]+)">`)
+)
+
+// pageURLs are the pass URLs on a challenge page, unescaped; "" where the
+// page has none.
+type pageURLs struct {
+	refresh, dataWait, dataPass, button string
+	refreshSecs                         string
+}
+
+func urlsOf(body string) pageURLs {
+	var u pageURLs
+	if m := refreshRE.FindStringSubmatch(body); m != nil {
+		u.refreshSecs, u.refresh = m[1], html.UnescapeString(m[2])
+	}
+	for _, f := range []struct {
+		re  *regexp.Regexp
+		dst *string
+	}{{dataWaitRE, &u.dataWait}, {dataPassRE, &u.dataPass}, {buttonRE, &u.button}} {
+		if m := f.re.FindStringSubmatch(body); m != nil {
+			*f.dst = html.UnescapeString(m[1])
+		}
+	}
+	return u
+}
+
+// challengePage serves a challenge page to cl for target.
+func challengePage(c *Challenger, cl Client, target string, s Spec) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, "https://example.org"+target, nil)
+	r.Header.Set("Sec-Fetch-Mode", "navigate")
+	w := httptest.NewRecorder()
+	c.Challenge(w, r, cl, s, "req-2")
+	return w
+}
 
 func TestChallengePage(t *testing.T) {
 	t.Parallel()
 	c, _ := newTest(t, nil)
 	tests := []struct {
-		name      string
-		spec      Spec
-		wantJS    bool
-		wantMeta  string
-		navigates bool
+		name              string
+		spec              Spec
+		wantPoW, wantWait bool
+		wantSecs          string
+		want, dont        []string
 	}{
-		{name: "pow", spec: Spec{Bits: 16}, wantJS: true, wantMeta: "<noscript><meta http-equiv=\"refresh\""},
-		{name: "metarefresh", spec: Spec{Algorithm: "metarefresh"}, wantJS: true, wantMeta: "<noscript><meta http-equiv=\"refresh\""},
+		{name: "pow with a wait", spec: Spec{Bits: 16, Wait: 3 * time.Second}, wantPoW: true, wantWait: true, wantSecs: "3",
+			want: []string{"JavaScript is turned off", "Please wait 3 seconds"}, dont: []string{"<strong>This site needs JavaScript"}},
+		{name: "pow without a wait", spec: Spec{Bits: 16}, wantPoW: true,
+			want: []string{"<noscript>\n<p><strong>This site needs JavaScript to let you in"}, dont: []string{"JavaScript is turned off", "Please wait", "data-wait"}},
+		{name: "metarefresh", spec: Spec{Algorithm: "metarefresh"}, wantWait: true, wantSecs: "2",
+			want: []string{"wait a moment", "Please wait 2 seconds"}, dont: []string{"data-seed", "needs JavaScript"}},
+		{name: "metarefresh with its own wait", spec: Spec{Algorithm: "metarefresh", Wait: 4500 * time.Millisecond}, wantWait: true, wantSecs: "5"},
+		{name: "a wait too long", spec: Spec{Bits: 12, Wait: time.Hour}, wantPoW: true, wantWait: true, wantSecs: "600"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := httptest.NewRequest(http.MethodGet, "https://example.org/wiki/Page?x=1", nil)
-			r.Header.Set("Sec-Fetch-Mode", "navigate")
-			w := httptest.NewRecorder()
-			c.Challenge(w, r, alice, tt.spec, "req-2")
+			w := challengePage(c, alice, "/wiki/Page?x=1", tt.spec)
 			body := w.Body.String()
-			if w.Code != http.StatusOK || !isHTML(w) {
-				t.Fatalf("status %d type %q", w.Code, w.Header().Get("Content-Type"))
+			if w.Code != http.StatusForbidden || !isHTML(w) || w.Header().Get(MitigatedHeader) != "challenge" {
+				t.Fatalf("status %d type %q %s %q", w.Code, w.Header().Get("Content-Type"), MitigatedHeader, w.Header().Get(MitigatedHeader))
 			}
-			if !strings.Contains(body, tt.wantMeta) {
-				t.Errorf("no %s in %s", tt.wantMeta, body)
+			u := urlsOf(body)
+			if (u.dataPass != "") != tt.wantPoW {
+				t.Errorf("data-pass %q, want PoW %v", u.dataPass, tt.wantPoW)
+			}
+			if tt.wantWait {
+				if u.refresh == "" || u.refresh != u.dataWait || u.refresh != u.button || u.refreshSecs != tt.wantSecs {
+					t.Errorf("wait URLs disagree: %+v, want %s s", u, tt.wantSecs)
+				}
+				tok, err := c.ParseToken(mustQuery(t, u.refresh).Get("t"))
+				if err != nil || tok.Kind != MethodWait || strconv.Itoa(int(tok.Wait/time.Second)) != tt.wantSecs {
+					t.Errorf("wait token %+v %v", tok, err)
+				}
+			} else if u.refresh != "" || u.dataWait != "" || u.button != "" {
+				t.Errorf("a wait on a page without one: %+v", u)
+			}
+			if tt.wantPoW {
+				tok, err := c.ParseToken(mustQuery(t, u.dataPass).Get("t"))
+				if err != nil || tok.Kind != MethodPoW || tok.Bits != tt.spec.Bits {
+					t.Errorf("PoW token %+v %v", tok, err)
+				}
+			}
+			for _, s := range tt.want {
+				if !strings.Contains(body, s) {
+					t.Errorf("page lacks %q", s)
+				}
+			}
+			for _, s := range tt.dont {
+				if strings.Contains(body, s) {
+					t.Errorf("page has %q", s)
+				}
 			}
 			if !strings.Contains(body, "r=%2Fwiki%2FPage%3Fx%3D1") {
 				t.Errorf("original URL not carried: %s", body)
 			}
 			m := nonceRE.FindStringSubmatch(w.Header().Get("Content-Security-Policy"))
-			if tt.wantJS {
-				if m == nil || !strings.Contains(body, `<script nonce="`+m[1]+`"`) {
-					t.Errorf("script nonce does not match CSP %q", w.Header().Get("Content-Security-Policy"))
-				}
+			if m == nil || !strings.Contains(body, `<script nonce="`+m[1]+`"`) {
+				t.Errorf("script nonce does not match CSP %q", w.Header().Get("Content-Security-Policy"))
 			}
 			if w.Header().Get("Cache-Control") != "no-store" {
 				t.Error("challenge page may be cached")
@@ -99,6 +169,127 @@ func TestChallengePage(t *testing.T) {
 		})
 	}
 }
+
+func mustQuery(t *testing.T, u string) url.Values {
+	t.Helper()
+	p, err := url.Parse(u)
+	if err != nil || p.Path != passPath {
+		t.Fatalf("pass URL %q: %v", u, err)
+	}
+	return p.Query()
+}
+
+// TestTokensFreshPerPage: two pages served one after the other (the second
+// from the page skeleton the first one built) carry their own tokens in
+// every pass URL, and each works for its own visitor, the no-JS Continue
+// of the second visitor included.
+func TestTokensFreshPerPage(t *testing.T) {
+	t.Parallel()
+	c, clk, rp := newReported(t, nil)
+	spec := Spec{Bits: 10, Wait: 2 * time.Second}
+	p1 := urlsOf(challengePage(c, alice, "/one", spec).Body.String())
+	p2 := urlsOf(challengePage(c, bob, "/two", spec).Body.String())
+	seen := map[string]string{}
+	for name, u := range map[string]string{
+		"first data-pass": p1.dataPass, "first wait": p1.refresh,
+		"second data-pass": p2.dataPass, "second wait": p2.refresh,
+	} {
+		if u == "" {
+			t.Fatalf("%s missing", name)
+		}
+		if other, dup := seen[u]; dup {
+			t.Errorf("%s and %s share %s", name, other, u)
+		}
+		seen[u] = name
+	}
+	for i, p := range []pageURLs{p1, p2} {
+		if p.dataWait != p.refresh || p.button != p.refresh {
+			t.Errorf("page %d: meta refresh, data-wait and Continue differ: %+v", i+1, p)
+		}
+	}
+	clk.Add(2 * time.Second)
+	// The second visitor, without JavaScript, follows Continue.
+	if w := do(c, bob, p2.button); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/two" || passCookie(w) == nil {
+		t.Fatalf("second visitor's Continue: status %d Location %q; reasons %v", w.Code, w.Header().Get("Location"), rp.failed)
+	}
+	// The first one solves the proof of work.
+	q := mustQuery(t, p1.dataPass)
+	tk, err := parseToken(q.Get("t"), c.tokenKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := do(c, alice, p1.dataPass+"&n="+formatNonces(solve(&tk))); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/one" || passCookie(w) == nil {
+		t.Fatalf("first visitor's proof of work: status %d; reasons %v", w.Code, rp.failed)
+	}
+	// The first one's wait, now over, works for them too; not for the second.
+	if w := do(c, bob, p1.refresh); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), FailRoamed) {
+		t.Errorf("first visitor's wait redeemed by the second: status %d", w.Code)
+	}
+	if w := do(c, alice, p1.refresh); w.Code != http.StatusSeeOther {
+		t.Errorf("first visitor's wait: status %d", w.Code)
+	}
+}
+
+// TestStatusCodes: challenge and deny pages answer 403 with Maat-Mitigated
+// by default, the configured codes otherwise; short answers keep theirs.
+func TestStatusCodes(t *testing.T) {
+	t.Parallel()
+	def, _ := newTest(t, nil)
+	anubis, _ := newTest(t, func(cfg *Config) { cfg.ChallengeStatus, cfg.DenyStatus = 200, 200 })
+	teapot, _ := newTest(t, func(cfg *Config) { cfg.ChallengeStatus, cfg.DenyStatus = 429, 451 })
+	nav := func(method, accept string) *http.Request {
+		r := httptest.NewRequest(method, "https://example.org/wiki/", nil)
+		if accept != "" {
+			r.Header.Set("Accept", accept)
+			r.Header.Set("Sec-Fetch-Mode", "cors")
+		}
+		return r
+	}
+	tests := []struct {
+		name      string
+		c         *Challenger
+		serve     func(c *Challenger, w http.ResponseWriter, r *http.Request)
+		r         *http.Request
+		status    int
+		mitigated string
+		wantHTML  bool
+	}{
+		{"challenge", def, challengeFn, nav("GET", ""), 403, "challenge", true},
+		{"challenge 200", anubis, challengeFn, nav("GET", ""), 200, "challenge", true},
+		{"challenge 429", teapot, challengeFn, nav("GET", ""), 429, "challenge", true},
+		{"challenge for an API", anubis, challengeFn, nav("GET", "application/json"), 401, "challenge", false},
+		{"challenge for a form post", def, challengeFn, nav("POST", ""), 401, "challenge", false},
+		{"deny", def, denyFn, nav("GET", ""), 403, "deny", true},
+		{"deny 200", anubis, denyFn, nav("GET", ""), 200, "deny", true},
+		{"deny 451", teapot, denyFn, nav("GET", ""), 451, "deny", true},
+		{"deny for an API", teapot, denyFn, nav("GET", "application/json"), 451, "deny", false},
+		{"rate limited", teapot, func(c *Challenger, w http.ResponseWriter, r *http.Request) { c.RateLimited(w, r, "req", time.Second) }, nav("GET", ""), 429, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := httptest.NewRecorder()
+			tt.serve(tt.c, w, tt.r)
+			if w.Code != tt.status || w.Header().Get(MitigatedHeader) != tt.mitigated || isHTML(w) != tt.wantHTML {
+				t.Errorf("status %d, %s %q, HTML %v; want %d, %q, %v", w.Code, MitigatedHeader, w.Header().Get(MitigatedHeader), isHTML(w), tt.status, tt.mitigated, tt.wantHTML)
+			}
+		})
+	}
+	for _, code := range []int{100, 204, 205, 301, 302, 304, 399, 600, -1} {
+		if err := (&Config{Secret: testSecret, ChallengeStatus: code}).Validate(); err == nil {
+			t.Errorf("challenge status %d accepted", code)
+		}
+		if err := (&Config{Secret: testSecret, DenyStatus: code}).Validate(); err == nil {
+			t.Errorf("deny status %d accepted", code)
+		}
+	}
+}
+
+func challengeFn(c *Challenger, w http.ResponseWriter, r *http.Request) {
+	c.Challenge(w, r, alice, Spec{Bits: 12, Wait: time.Second}, "req")
+}
+
+func denyFn(c *Challenger, w http.ResponseWriter, r *http.Request) { c.Deny(w, r, "req", "bad_ua") }
 
 func TestPagesStatus(t *testing.T) {
 	t.Parallel()
@@ -140,14 +331,17 @@ func TestPagesStatus(t *testing.T) {
 	}
 }
 
-// TestPageSize holds the challenge page and its scripts to 20 KB gzipped.
+// TestPageSize holds the challenge page, with its inline solver, and what
+// it loads (the worker, the WebAssembly search, the style sheet) to 20 KB
+// gzipped, and the page alone to 5 KB: it is what every challenged
+// request, a flood's included, gets.
 func TestPageSize(t *testing.T) {
 	t.Parallel()
 	c, _ := newTest(t, nil)
 	r := httptest.NewRequest(http.MethodGet, "https://example.org/", nil)
 	r.Header.Set("Accept-Encoding", "gzip, br")
 	w := httptest.NewRecorder()
-	c.Challenge(w, r, alice, Spec{}, "req")
+	c.Challenge(w, r, alice, Spec{Wait: 5 * time.Second}, "req")
 	if w.Header().Get("Content-Encoding") != "gzip" {
 		t.Fatal("page not gzipped")
 	}
@@ -155,20 +349,25 @@ func TestPageSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := io.ReadAll(zr); err != nil || !bytes.Contains(b, []byte("<!DOCTYPE html>")) {
+	b, err := io.ReadAll(zr)
+	if err != nil || !bytes.Contains(b, []byte("<!DOCTYPE html>")) {
 		t.Fatalf("gunzip: %v", err)
 	}
-	total := w.Body.Len()
-	for _, name := range []string{"solve.js", "worker.js", "maat.css"} {
+	if !bytes.Contains(b, []byte(c.assets["solve.js"].inline)) || bytes.Contains(b, []byte("// Maat challenge page")) {
+		t.Error("the solver is not inlined")
+	}
+	page := w.Body.Len()
+	total := page
+	for _, name := range []string{"worker.js", "search.wasm", "maat.css"} {
 		a := c.assets[name]
 		if a.gz == nil {
 			t.Fatalf("%s not precompressed", name)
 		}
 		total += len(a.gz)
 	}
-	t.Logf("challenge page + JS + CSS: %d bytes gzipped", total)
-	if total > 20*1024 {
-		t.Errorf("%d bytes gzipped, budget 20 KB", total)
+	t.Logf("challenge page: %d bytes gzipped; with worker, WebAssembly and CSS: %d", page, total)
+	if page > 5*1024 || total > 20*1024 {
+		t.Errorf("%d and %d bytes gzipped, budgets 5 KB and 20 KB", page, total)
 	}
 }
 

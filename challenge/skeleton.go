@@ -28,6 +28,8 @@ const (
 	slotK
 	slotSubBits
 	slotPassURL
+	slotWaitURL
+	slotBackURL
 	slotWaitText
 	slotWaitMS
 	slotCapMS
@@ -47,6 +49,8 @@ func (d *pageData) field(s slot) *string {
 		return &d.Text
 	case slotRefresh:
 		return &d.NoScriptRefresh
+	case slotBackURL:
+		return &d.BackURL
 	}
 	if d.Challenge == nil {
 		return nil
@@ -61,6 +65,8 @@ func (d *pageData) field(s slot) *string {
 		return &ch.SubBits
 	case slotPassURL:
 		return &ch.PassURL
+	case slotWaitURL:
+		return &ch.WaitURL
 	case slotWaitText:
 		return &ch.WaitText
 	case slotWaitMS:
@@ -71,12 +77,23 @@ func (d *pageData) field(s slot) *string {
 	return nil
 }
 
+// urlSlot reports whether s holds a URL that the template writes into a
+// URL attribute (href), where html/template normalizes it; the page
+// builders normalize those fields themselves (normalizeURL).
+func urlSlot(s slot) bool {
+	switch s {
+	case slotPassURL, slotWaitURL, slotBackURL:
+		return true
+	}
+	return false
+}
+
 // skeletonKey is everything about a page that is not a slot.
 type skeletonKey struct {
-	lang, title    string
-	status         int
-	challenge, pow bool
-	present        [numSlots]bool // which slots are non-empty (templates test them)
+	lang, title           string
+	status                int
+	retry, challenge, pow bool
+	present               [numSlots]bool // which slots are non-empty (templates test them)
 }
 
 type skeleton struct {
@@ -109,7 +126,7 @@ func newEscaper() *strings.Replacer {
 }
 
 func keyOf(d *pageData) skeletonKey {
-	k := skeletonKey{lang: d.Lang, title: d.Title, status: d.Status, challenge: d.Challenge != nil}
+	k := skeletonKey{lang: d.Lang, title: d.Title, status: d.Status, retry: d.Retry, challenge: d.Challenge != nil}
 	if d.Challenge != nil {
 		k.pow = d.Challenge.PoW
 	}
@@ -174,8 +191,15 @@ func (c *Challenger) buildSkeleton(d *pageData, k skeletonKey) *skeleton {
 	}
 	sk.chunks = append(sk.chunks, page[last:])
 
-	// Prove the escaping equal with values that need it.
-	probe := fill(func(s slot) string { return `<b title="x">&'+é` + "\x00" + strconv.Itoa(int(s)) + " /a?b=c&d=%2F" })
+	// Prove the escaping equal with values that need it (URLs as the page
+	// builders hand them over: normalized).
+	probe := fill(func(s slot) string {
+		v := `<b title="x">&'+é` + "\x00" + strconv.Itoa(int(s)) + " /a?b=c&d=%2F"
+		if urlSlot(s) {
+			v = normalizeURL("/" + v)
+		}
+		return v
+	})
 	var want, got bytes.Buffer
 	if err := c.tmpl.ExecuteTemplate(&want, "page", probe); err != nil {
 		return nil

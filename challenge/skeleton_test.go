@@ -3,6 +3,7 @@ package challenge
 import (
 	"bytes"
 	"compress/gzip"
+	"html/template"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,16 +16,30 @@ func TestSkeleton(t *testing.T) {
 	t.Parallel()
 	c, _ := newTest(t, func(cfg *Config) { cfg.Messages = loadMessages(t); cfg.Contact = "ops@example.org" })
 	l := c.langs[c.msgs.Match("ar", "")]
-	tk, tok := c.issue(alice, Spec{Bits: 16}, c.now())
-	pages := map[string]func(reqID, reason, text string) *pageData{
-		"challenge": func(reqID, _, _ string) *pageData {
+	tk, tok := c.issuePoW(alice, Spec{Bits: 16}, c.now())
+	_, waitTok := c.issueWait(alice, "", 3, c.now())
+	challenge := func(pow, wait bool) func(reqID, _, _ string) *pageData {
+		return func(reqID, _, _ string) *pageData {
 			d := c.basePage(l, l.t["ChallengeTitle"])
 			d.RequestID = reqID
-			d.Challenge = &challengeData{PoW: true, Seed: tk.seed(), K: "8", SubBits: "13", PassURL: passPath + "?t=" + tok + "&r=%2Fx", WaitURL: passPath + "?t=" + tok + "&r=%2Fx", WaitText: l.plural("ChallengeWait", 3), WaitMS: "3250", CapMS: "20000", Worker: c.assetURL("worker.js")}
-			d.NoScriptRefresh = "3; url=" + d.Challenge.PassURL
+			d.Challenge = &challengeData{PoW: pow, CapMS: "20000", Worker: c.assetURL("worker.js")}
+			if pow {
+				d.Challenge.Seed, d.Challenge.K, d.Challenge.SubBits = tk.seed(), "8", "13"
+				d.Challenge.PassURL = passPath + "?t=" + tok + "&r=%2Fx"
+			}
+			if wait {
+				d.Challenge.WaitURL = passPath + "?t=" + waitTok + "&r=%2Fx%3Fa%3Db+c"
+				d.Challenge.WaitText, d.Challenge.WaitMS = l.plural("ChallengeWait", 3), "3250"
+				d.NoScriptRefresh = "3; url=" + d.Challenge.WaitURL
+			}
 			d.Nonce = "abc-_123"
 			return &d
-		},
+		}
+	}
+	pages := map[string]func(reqID, reason, text string) *pageData{
+		"challenge":            challenge(true, true),
+		"challenge, no wait":   challenge(true, false),
+		"challenge, wait only": challenge(false, true),
 		"deny": func(reqID, reason, _ string) *pageData {
 			d := c.basePage(l, l.t["DenyTitle"])
 			d.Text, d.Status, d.RequestID, d.Reason = l.t["DenyText"], 403, reqID, reason
@@ -32,7 +47,13 @@ func TestSkeleton(t *testing.T) {
 		},
 		"rate": func(reqID, reason, text string) *pageData {
 			d := c.basePage(l, l.t["RateTitle"])
-			d.Text, d.Status, d.RequestID, d.Reason = text, 429, reqID, reason
+			d.Text, d.Status, d.RequestID, d.Reason, d.Retry = text, 429, reqID, reason, true
+			return &d
+		},
+		"refused": func(reqID, reason, text string) *pageData {
+			d := c.basePage(l, l.t["PassFailTitle"])
+			d.Text, d.Status, d.RequestID, d.Reason = l.t["PassFailText"], 403, reqID, reason
+			d.BackURL = normalizeURL("/wiki/" + text)
 			return &d
 		},
 	}
@@ -85,5 +106,26 @@ func TestSkeletonNotForOperatorTemplates(t *testing.T) {
 	c.Deny(w, httptest.NewRequest(http.MethodGet, "/", nil), "r", "x")
 	if c.customTemplates {
 		t.Fatal("embedded templates counted as custom")
+	}
+}
+
+// TestNormalizeURL: a URL normalized by normalizeURL and escaped as the
+// skeleton does is what html/template writes into an href, for every byte.
+func TestNormalizeURL(t *testing.T) {
+	t.Parallel()
+	tmpl := template.Must(template.New("").Parse(`<a href="{{.}}">`))
+	esc := newEscaper()
+	for b := range 256 {
+		in := "/a" + string([]byte{byte(b)}) + "z?q=%2F&x=é"
+		var want bytes.Buffer
+		if err := tmpl.Execute(&want, normalizeURL(in)); err != nil {
+			t.Fatal(err)
+		}
+		if got := `<a href="` + esc.Replace(normalizeURL(in)) + `">`; got != want.String() {
+			t.Errorf("byte %#x: skeleton writes %s, template %s", b, got, want.String())
+		}
+	}
+	if u := passPath + "?t=AQ-_z&r=%2Fa%3Fb+c"; normalizeURL(u) != u {
+		t.Errorf("normalizeURL changed our own URL %q", u)
 	}
 }

@@ -14,28 +14,30 @@ import (
 )
 
 // ErrTokenMalformed reports an undecodable, truncated or tampered challenge
-// token. (An expired, replayed or foreign-bound token is not an error: the
-// visitor gets a fresh challenge.)
+// token. (An expired, replayed or foreign-bound token decodes; /.maat/pass
+// refuses it with its own reason.)
 var ErrTokenMalformed = errors.New("challenge: malformed token")
 
 const (
-	tokenVersion = 1
-	algPoW       = 1
-	algRefresh   = 2
+	tokenVersion = 2 // 2: the kind (PoW or wait) and a 16-bit wait
+	kindPoW      = 1 // redeemed only with its nonces
+	kindWait     = 2 // redeemed only without nonces, once its wait is over
 	maxTokenLen  = 1024
 	maxRuleLen   = 128
 	macLen       = sha256.Size
 )
 
-// token is a decoded challenge token.
+// token is a decoded challenge token. A PoW token has bits, k sub-puzzles
+// and no wait; a wait token has a wait and neither bits nor sub-puzzles
+// (k is 1), so that neither can stand in for the other.
 type token struct {
-	alg     uint8
-	bits    uint8
-	k       uint8 // sub-puzzles, a power of two
-	wait    uint8 // seconds
-	issued  int64 // Unix seconds
-	expires int64 // Unix seconds
-	bind    [16]byte
+	kind    uint8
+	bits    uint8  // PoW: leading zero bits; wait: 0
+	k       uint8  // PoW: sub-puzzles, a power of two; wait: 1
+	wait    uint16 // wait: seconds from issue until it may be redeemed; PoW: 0
+	issued  int64  // Unix seconds
+	expires int64  // Unix seconds
+	bind    binding
 	random  [16]byte
 	rule    string
 	mac     [macLen]byte
@@ -56,12 +58,22 @@ func (t *token) seed() string { return hex.EncodeToString(t.mac[:]) }
 // markKey names the token's single-use mark.
 func (t *token) markKey() string { return "maat:tok:" + hex.EncodeToString(t.mac[:16]) }
 
+// spec is what the token proves once redeemed: a proof of work of its bits,
+// or a wait.
 func (t *token) spec() Spec {
-	alg := "pow"
-	if t.alg == algRefresh {
-		alg = "metarefresh"
+	if t.kind == kindWait {
+		return Spec{Algorithm: "metarefresh", Rule: t.rule, Wait: time.Duration(t.wait) * time.Second}
 	}
-	return Spec{Algorithm: alg, Bits: int(t.bits), Rule: t.rule}
+	return Spec{Algorithm: "pow", Bits: int(t.bits), Rule: t.rule}
+}
+
+// need is what a pass cookie must show to stand for this token's pass (a
+// second redemption by the browser that already holds the cookie).
+func (t *token) need() Need {
+	if t.kind == kindWait {
+		return Need{Wait: true}
+	}
+	return Need{Bits: int(t.bits)}
 }
 
 // subPuzzles chooses k for a difficulty: more sub-puzzles cut the slow
@@ -98,13 +110,15 @@ func (m *macPool) sum(dst, msg []byte) []byte {
 func (t *token) marshal(keys *macPool) string {
 	var b cryptobyte.Builder
 	b.AddUint8(tokenVersion)
-	b.AddUint8(t.alg)
+	b.AddUint8(t.kind)
 	b.AddUint8(t.bits)
 	b.AddUint8(t.k)
-	b.AddUint8(t.wait)
+	b.AddUint16(t.wait)
 	b.AddUint64(uint64(t.issued))
 	b.AddUint64(uint64(t.expires))
-	b.AddBytes(t.bind[:])
+	b.AddBytes(t.bind.net[:])
+	b.AddBytes(t.bind.ja4[:])
+	b.AddUint8(t.bind.transport)
 	b.AddBytes(t.random[:])
 	b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(t.rule)) })
 	body := b.BytesOrPanic()
@@ -136,13 +150,14 @@ func parseToken(s string, keys *macPool) (token, error) {
 	var issued, expires uint64
 	var rule cryptobyte.String
 	if !in.ReadUint8(&version) || version != tokenVersion ||
-		!in.ReadUint8(&t.alg) || !in.ReadUint8(&t.bits) || !in.ReadUint8(&t.k) || !in.ReadUint8(&t.wait) ||
+		!in.ReadUint8(&t.kind) || !in.ReadUint8(&t.bits) || !in.ReadUint8(&t.k) || !in.ReadUint16(&t.wait) ||
 		!in.ReadUint64(&issued) || !in.ReadUint64(&expires) ||
-		!in.CopyBytes(t.bind[:]) || !in.CopyBytes(t.random[:]) ||
+		!in.CopyBytes(t.bind.net[:]) || !in.CopyBytes(t.bind.ja4[:]) || !in.ReadUint8(&t.bind.transport) ||
+		!in.CopyBytes(t.random[:]) ||
 		!in.ReadUint8LengthPrefixed(&rule) || !in.Empty() {
 		return t, ErrTokenMalformed
 	}
-	if (t.alg != algPoW && t.alg != algRefresh) || t.k == 0 || t.k&(t.k-1) != 0 || t.bits > MaxBits || t.subBits() < 0 || t.subBits() > 32 {
+	if !t.wellFormed() {
 		return t, ErrTokenMalformed
 	}
 	t.issued, t.expires, t.rule = int64(issued), int64(expires), string(rule)
@@ -150,22 +165,93 @@ func parseToken(s string, keys *macPool) (token, error) {
 	return t, nil
 }
 
-// bindHash digests the binding of cl under the configured flags.
-func bindHash(b Binding, cl Client) [16]byte {
-	h := sha256.New()
+// wellFormed reports whether t's fields fit its kind. (Only this package
+// signs tokens, so a token that fails is a bug, not an attack; checking
+// keeps every use of the fields in range all the same.)
+func (t *token) wellFormed() bool {
+	switch t.kind {
+	case kindPoW:
+		return t.wait == 0 && t.k != 0 && t.k&(t.k-1) == 0 && t.bits <= MaxBits && t.subBits() >= 0 && t.subBits() <= 32
+	case kindWait:
+		return t.bits == 0 && t.k == 1 && t.wait != 0
+	}
+	return false
+}
+
+// binding is what a token is bound to: a digest of the client's IP prefix,
+// one of its JA4, and the JA4's transport letter ("t" TCP, "q" QUIC; 0 when
+// the JA4 is unknown or not bound). The digests are 8 bytes each: they
+// tell clients apart, they keep no secret.
+type binding struct {
+	net, ja4  [8]byte
+	transport uint8
+}
+
+// bindingOf digests the binding of cl under the flags b.
+func bindingOf(b Binding, cl Client) binding {
+	var out binding
 	if b&BindIPPrefix != 0 {
 		p := cl.prefix()
 		a := p.Addr().As16()
+		h := sha256.New()
 		h.Write(a[:])
 		h.Write([]byte{byte(p.Bits())})
+		copy(out.net[:], h.Sum(nil))
 	}
-	h.Write([]byte{0})
-	if b&BindJA4 != 0 {
-		h.Write([]byte(cl.JA4))
+	if b&BindJA4 != 0 && cl.JA4 != "" {
+		sum := sha256.Sum256([]byte(cl.JA4))
+		copy(out.ja4[:], sum[:])
+		out.transport = cl.JA4[0]
 	}
-	var out [16]byte
-	copy(out[:], h.Sum(nil))
 	return out
+}
+
+// boundTo reports whether a token bound to t was issued to the client
+// whose binding is now. As for pass cookies (sameJA4), a JA4 is compared
+// only within one transport: the browser that was challenged over TCP
+// may redeem over QUIC (HTTP/3 after Alt-Svc); the IP prefix still binds.
+func (t binding) boundTo(now binding) bool {
+	if t.net != now.net {
+		return false
+	}
+	if t.transport == 0 || now.transport == 0 || t.transport != now.transport {
+		return true
+	}
+	return t.ja4 == now.ja4
+}
+
+// Token is what a challenge token says, as ParseToken decodes it.
+type Token struct {
+	Kind       string        // MethodPoW or MethodWait
+	Bits       int           // PoW: the leading zero bits asked for; wait: 0
+	SubPuzzles int           // PoW: the puzzles the bits are split into; wait: 1
+	Wait       time.Duration // wait: from Issued until it may be redeemed; PoW: 0
+	Issued     time.Time
+	Expires    time.Time
+	Rule       string
+}
+
+// ParseToken checks a challenge token's signature and decodes it; any
+// undecodable or altered token gives ErrTokenMalformed. It checks neither
+// expiry, nor binding, nor single use: /.maat/pass does.
+func (c *Challenger) ParseToken(s string) (Token, error) {
+	t, err := parseToken(s, c.tokenKeys)
+	if err != nil {
+		return Token{}, err
+	}
+	kind := MethodPoW
+	if t.kind == kindWait {
+		kind = MethodWait
+	}
+	return Token{
+		Kind:       kind,
+		Bits:       int(t.bits),
+		SubPuzzles: int(t.k),
+		Wait:       time.Duration(t.wait) * time.Second,
+		Issued:     unixTime(t.issued),
+		Expires:    unixTime(t.expires),
+		Rule:       t.rule,
+	}, nil
 }
 
 func unixTime(s int64) time.Time { return time.Unix(s, 0) }

@@ -1,6 +1,7 @@
 package challenge
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -121,7 +122,8 @@ func genSearch() string {
 }
 
 // TestWorkerGenerated keeps static/worker.js's search function equal to
-// genSearch's output; -update rewrites it.
+// genSearch's output and static/search.wasm to genWasm's; -update rewrites
+// them.
 func TestWorkerGenerated(t *testing.T) {
 	t.Parallel()
 	const file = "static/worker.js"
@@ -130,17 +132,36 @@ func TestWorkerGenerated(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(src)
-	start := strings.Index(s, "// search tries n")
-	end := strings.Index(s, "onmessage = function")
-	if start < 0 || end < start {
-		t.Fatal("no search function in worker.js")
-	}
-	want := genSearch() + "\n"
-	if got := s[start:end]; got != want {
-		if !*update {
-			t.Fatalf("worker.js's search is not genSearch's output; run go test -run Worker -update")
+	for _, part := range []struct {
+		name, from, to string
+		want           string
+	}{
+		{"search", "// search tries n", "// A seed message", genSearch() + "\n"},
+	} {
+		start := strings.Index(s, part.from)
+		end := strings.Index(s, part.to)
+		if start < 0 || end < start {
+			t.Fatalf("no %s in worker.js", part.name)
 		}
-		if err := os.WriteFile(file, []byte(s[:start]+want+s[end:]), 0o644); err != nil {
+		if s[start:end] == part.want {
+			continue
+		}
+		if !*update {
+			t.Fatalf("worker.js's %s is not the generator's output; run go test -run Worker -update", part.name)
+		}
+		s = s[:start] + part.want + s[end:]
+	}
+	if *update {
+		if err := os.WriteFile(file, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const wasmFile = "static/search.wasm"
+	if got, err := os.ReadFile(wasmFile); err != nil || !bytes.Equal(got, genWasm()) {
+		if !*update {
+			t.Fatalf("%s is not genWasm's output (%v); run go test -run Worker -update", wasmFile, err)
+		}
+		if err := os.WriteFile(wasmFile, genWasm(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

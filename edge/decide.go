@@ -38,7 +38,8 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 		}
 		st.action = fplog.ActionAllow
 	case policy.CHALLENGE:
-		if reason := h.challenger.Check(r, cl, dec.Challenge.Bits); reason != challenge.PassOK {
+		need := challenge.Need{Bits: dec.Challenge.Bits, Wait: dec.Challenge.Algorithm == "metarefresh"}
+		if reason := h.challenger.Check(r, cl, need); reason != challenge.PassOK {
 			st.action = fplog.ActionChallenge
 			st.challenge = &fplog.Challenge{Alg: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits}
 			h.env.metrics.challenges.WithLabelValues("issued", reason.String()).Inc()
@@ -48,7 +49,7 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 		st.action = fplog.ActionPass
 	default:
 		st.action = fplog.ActionAllow
-		if h.challenger.Check(r, cl, 0) == challenge.PassOK {
+		if h.challenger.Check(r, cl, challenge.Need{Wait: true}) == challenge.PassOK {
 			st.action = fplog.ActionPass
 		}
 	}

@@ -3,7 +3,10 @@
 // compression (the midstate) is computed once; each nonce costs one
 // compression of the constant-padded second block. search is generated
 // (unrolled, constant words folded, round 0 hoisted) by genSearch in
-// worker_test.go; the browser test checks its answers against Go's SHA-256.
+// worker_test.go; the page hands the worker the same search as a
+// WebAssembly module (search.wasm, from genWasm), which runs at speed from
+// the first nonce where JavaScript needs a warm-up. The browser test checks
+// both against Go's SHA-256.
 'use strict';
 var K = new Int32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -366,9 +369,33 @@ function search(w0, start, count, bits) {
   return -1;
 }
 
+// A seed message sets the midstate; a module message (a compiled
+// search.wasm) switches to the WebAssembly search; a search message tries
+// count nonces from start and answers the first that works (n) or -1, and
+// how many it tried.
+var wasm = null;
 onmessage = function (ev) {
-  var m = ev.data;
-  if (m.seed) { init(m.seed); return; }
-  var n = search(m.w0, m.start, m.count, m.bits);
-  postMessage({ id: m.id, puzzle: m.puzzle, n: n, count: n < 0 ? m.count : n - m.start + 1 });
+  var m = ev.data, n;
+  if (m.seed) {
+    init(m.seed);
+    postMessage({ seeded: true });
+    return;
+  }
+  if (m.module) {
+    try {
+      wasm = new WebAssembly.Instance(m.module, {}).exports;
+      wasm.setMid(mid[0], mid[1], mid[2], mid[3], mid[4], mid[5], mid[6], mid[7]);
+    } catch (e) {
+      wasm = null;
+    }
+    postMessage({ wasm: wasm !== null });
+    return;
+  }
+  if (wasm) {
+    n = wasm.search(m.w0, m.start, m.count, m.bits);
+    if (n >= 0) n += m.start;
+  } else {
+    n = search(m.w0, m.start, m.count, m.bits);
+  }
+  postMessage({ puzzle: m.puzzle, n: n, count: n < 0 ? m.count : n - m.start + 1 });
 };

@@ -1,6 +1,6 @@
 // Package challengefuzz fuzzes the parsers of untrusted input in package
-// challenge: the challenge token, the nonces and the redirect target of
-// /.maat/pass, and the pass cookie.
+// challenge: the challenge tokens (both kinds), the nonces and the
+// redirect target of /.maat/pass, and the pass cookie.
 package challengefuzz
 
 import (
@@ -8,6 +8,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"html"
 	"math/bits"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,36 +30,57 @@ const secret = "fuzzing secret, thirty-two bytes or more"
 
 var cl = challenge.Client{IP: netip.MustParseAddr("198.51.100.7"), JA4: "t13d1516h2_8daaf6152771_d8a2da3f94cd"}
 
-func newChallenger(t testing.TB) *challenge.Challenger {
+// clock is a settable clock: the challenges are issued at its start, then
+// it moves past their wait.
+type clock struct{ t atomic.Int64 }
+
+func (c *clock) now() time.Time { return time.Unix(c.t.Load(), 0) }
+
+func newChallenger(t testing.TB) (*challenge.Challenger, *clock) {
 	t.Helper()
-	c, err := challenge.New(challenge.Config{Secret: []byte(secret), Wait: time.Second})
+	clk := &clock{}
+	clk.t.Store(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).Unix())
+	c, err := challenge.New(challenge.Config{Secret: []byte(secret), Wait: time.Second, Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, clk
 }
 
 var (
 	passRE = regexp.MustCompile(`data-pass="([^"]+)"`)
+	waitRE = regexp.MustCompile(`data-wait="([^"]+)"`)
 	seedRE = regexp.MustCompile(`data-seed="([0-9a-f]{64})"`)
 	bitsRE = regexp.MustCompile(`data-bits="(\d+)"`)
 	kRE    = regexp.MustCompile(`data-k="(\d+)"`)
 )
 
-// issue serves a challenge page and returns its pass URL and a solution.
-func issue(t testing.TB, c *challenge.Challenger, bitsWanted int) (pass url.Values, nonces string) {
-	t.Helper()
+// page serves a challenge page for s.
+func page(c *challenge.Challenger, s challenge.Spec) string {
 	w := httptest.NewRecorder()
-	c.Challenge(w, httptest.NewRequest(http.MethodGet, "https://example.org/start", nil), cl, challenge.Spec{Bits: bitsWanted}, "fuzz")
-	body := w.Body.String()
-	m := passRE.FindStringSubmatch(body)
+	c.Challenge(w, httptest.NewRequest(http.MethodGet, "https://example.org/start", nil), cl, s, "fuzz")
+	return w.Body.String()
+}
+
+// query returns the query of the pass URL that re finds on the page.
+func query(t testing.TB, re *regexp.Regexp, body string) url.Values {
+	t.Helper()
+	m := re.FindStringSubmatch(body)
 	if m == nil {
-		t.Fatalf("no pass URL in %s", body)
+		t.Fatalf("no %v in %s", re, body)
 	}
 	u, err := url.Parse(html.UnescapeString(m[1]))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return u.Query()
+}
+
+// issue serves a challenge page that offers a wait and returns its PoW
+// pass URL's query with a solution, and its wait URL's query.
+func issue(t testing.TB, c *challenge.Challenger, bitsWanted int) (pass url.Values, nonces string, wait url.Values) {
+	t.Helper()
+	body := page(c, challenge.Spec{Bits: bitsWanted, Wait: time.Second})
 	seed := seedRE.FindStringSubmatch(body)[1]
 	need, _ := strconv.Atoi(bitsRE.FindStringSubmatch(body)[1])
 	k, _ := strconv.Atoi(kRE.FindStringSubmatch(body)[1])
@@ -69,7 +93,7 @@ func issue(t testing.TB, c *challenge.Challenger, bitsWanted int) (pass url.Valu
 			}
 		}
 	}
-	return u.Query(), strings.Join(parts, ",")
+	return query(t, passRE, body), strings.Join(parts, ","), query(t, waitRE, body)
 }
 
 func zeros(seed string, n uint64) int {
@@ -107,33 +131,70 @@ func serve(c *challenge.Challenger, target string, cookie string) *httptest.Resp
 	return w
 }
 
-// FuzzPass sends arbitrary tokens, nonces and redirect targets to
-// /.maat/pass. Properties: it never panics; it answers a fresh challenge
-// (200), a refusal (403) or a redirect (303); a redirect goes to a path on
-// this site; a cookie is issued only for the genuine token with a correct
-// solution.
+// passClaims decodes the claims of the pass cookie w sets, without
+// checking them.
+func passClaims(t *testing.T, w *httptest.ResponseRecorder) (method string, bits int, ok bool) {
+	for _, ck := range w.Result().Cookies() {
+		if ck.Name != challenge.CookieName {
+			continue
+		}
+		segs := strings.Split(ck.Value, ".")
+		if len(segs) != 3 {
+			t.Fatalf("cookie %q is not a JWS", ck.Value)
+		}
+		payload, err := base64.RawURLEncoding.DecodeString(segs[1])
+		var claims struct {
+			Method string `json:"method"`
+			Bits   int    `json:"bits"`
+		}
+		if err != nil || json.Unmarshal(payload, &claims) != nil {
+			t.Fatalf("cookie payload %q: %v", segs[1], err)
+		}
+		return claims.Method, claims.Bits, true
+	}
+	return "", 0, false
+}
+
+var reasonRE = regexp.MustCompile(`<code>(challenge_[a-z_]+)</code>`)
+
+// FuzzPass sends arbitrary tokens, nonces (or none) and redirect targets
+// to /.maat/pass. Properties: it never panics; it answers a refusal or the
+// wait page (403) or a redirect (303); a refusal names a reason; a redirect
+// goes to a path on this site; a cookie is issued only for a genuine token
+// of the right kind — a PoW token with nonces, recorded as "pow" with its
+// bits, or a wait token without, recorded as "wait" with 0 bits.
 func FuzzPass(f *testing.F) {
-	c := newChallenger(f)
-	q, nonces := issue(f, c, 8)
-	genuine := q.Get("t")
-	f.Add(genuine, nonces, "/wiki/Page?x=1")
-	f.Add(genuine, nonces, "//evil.example/")
-	f.Add(genuine, nonces, "/\\evil.example")
-	f.Add(genuine, nonces, "https://evil.example")
-	f.Add(genuine, "", "/")
-	f.Add(genuine, "0", "/")
-	f.Add(genuine[:len(genuine)-1], nonces, "/")
-	f.Add("", "", "")
-	f.Add("AQEQCAIA", "0,1,2,3", "/\t/x")
-	f.Fuzz(func(t *testing.T, tok, n, redirect string) {
-		v := url.Values{"t": {tok}, "n": {n}, "r": {redirect}}
+	c, clk := newChallenger(f)
+	q, nonces, wq := issue(f, c, 8)
+	clk.t.Add(2) // past the wait
+	genuine, wait := q.Get("t"), wq.Get("t")
+	f.Add(genuine, true, nonces, "/wiki/Page?x=1")
+	f.Add(genuine, true, nonces, "//evil.example/")
+	f.Add(genuine, true, nonces, "/\\evil.example")
+	f.Add(genuine, true, nonces, "https://evil.example")
+	f.Add(genuine, true, nonces, "/..//evil.example")
+	f.Add(genuine, false, "", "/")
+	f.Add(genuine, true, "", "/")
+	f.Add(genuine, true, "0", "/")
+	f.Add(wait, false, "", "/feed")
+	f.Add(wait, true, "", "/feed")
+	f.Add(wait, true, nonces, "/feed")
+	f.Add(genuine[:len(genuine)-1], true, nonces, "/")
+	f.Add("", false, "", "")
+	f.Add("AQEQCAIA", true, "0,1,2,3", "/\t/x")
+	f.Fuzz(func(t *testing.T, tok string, withN bool, n, redirect string) {
+		v := url.Values{"t": {tok}, "r": {redirect}}
+		if withN {
+			v.Set("n", n)
+		}
 		w := serve(c, v.Encode(), "")
 		switch w.Code {
-		case http.StatusOK, http.StatusForbidden, http.StatusSeeOther:
-		default:
-			t.Fatalf("status %d", w.Code)
-		}
-		if w.Code == http.StatusSeeOther {
+		case http.StatusForbidden:
+			body := w.Body.String()
+			if w.Header().Get(challenge.MitigatedHeader) != "challenge" || (!reasonRE.MatchString(body) && !strings.Contains(body, `http-equiv="refresh"`)) {
+				t.Fatalf("403 without a reason or a wait: %s", body)
+			}
+		case http.StatusSeeOther:
 			loc := w.Header().Get("Location")
 			u, err := url.Parse(loc)
 			if err != nil || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(loc, "/") ||
@@ -143,9 +204,94 @@ func FuzzPass(f *testing.F) {
 			if loc != redirect && loc != "/" {
 				t.Fatalf("redirect %q for target %q", loc, redirect)
 			}
+		default:
+			t.Fatalf("status %d", w.Code)
 		}
-		if len(w.Result().Cookies()) > 0 && !signed(tok) {
+		method, bits, ok := passClaims(t, w)
+		if !ok {
+			return
+		}
+		if !signed(tok) {
 			t.Fatalf("cookie for a token that was never issued: %q", tok)
+		}
+		tk, err := c.ParseToken(tok)
+		switch {
+		case err != nil:
+			t.Fatalf("cookie for a token that does not parse: %v", err)
+		case tk.Kind == challenge.MethodPoW && (!withN || n == "" || method != challenge.MethodPoW || bits != tk.Bits):
+			t.Fatalf("PoW token (n %v %q) earned method %q bits %d", withN, n, method, bits)
+		case tk.Kind == challenge.MethodWait && (withN || method != challenge.MethodWait || bits != 0):
+			t.Fatalf("wait token (n %v %q) earned method %q bits %d", withN, n, method, bits)
+		}
+	})
+}
+
+// FuzzToken issues the tokens of a challenge page for an arbitrary Spec and
+// checks the round trip (ParseToken gives back what was asked, within the
+// documented bounds), then changes one byte of each token: any change gives
+// ErrTokenMalformed.
+func FuzzToken(f *testing.F) {
+	c, _ := newChallenger(f)
+	f.Add(16, "browsers", int32(5000), false, 7, byte(1))
+	f.Add(12, "", int32(0), false, 0, byte(0x80))
+	f.Add(0, "generic", int32(-1), true, 40, byte(0xff))
+	f.Add(99, strings.Repeat("r", 200), int32(3600000), false, 1000, byte(2))
+	f.Add(4, "a\x00b", int32(1), true, 3, byte(4))
+	f.Fuzz(func(t *testing.T, bits int, rule string, waitMS int32, refresh bool, at int, flip byte) {
+		s := challenge.Spec{Algorithm: "pow", Bits: bits, Rule: rule, Wait: time.Duration(waitMS) * time.Millisecond}
+		if refresh {
+			s.Algorithm = "metarefresh"
+		}
+		body := page(c, s)
+		wantRule := rule[:min(len(rule), 128)]
+		var toks []string
+		if !refresh {
+			tok := query(t, passRE, body).Get("t")
+			got, err := c.ParseToken(tok)
+			wantBits := min(bits, challenge.MaxBits)
+			if bits <= 0 {
+				wantBits = challenge.DefaultBits
+			}
+			k, _ := strconv.Atoi(kRE.FindStringSubmatch(body)[1])
+			sub, _ := strconv.Atoi(bitsRE.FindStringSubmatch(body)[1])
+			if err != nil || got.Kind != challenge.MethodPoW || got.Bits != wantBits || got.SubPuzzles != k || got.Wait != 0 ||
+				got.Rule != wantRule || k&(k-1) != 0 || 1<<(wantBits-sub) != k {
+				t.Fatalf("PoW token %+v (page k %d, sub-bits %d), %v; asked %+v", got, k, sub, err, s)
+			}
+			toks = append(toks, tok)
+		}
+		want := s.Wait
+		if refresh && want <= 0 {
+			want = time.Second // Config.Wait
+		}
+		if want > 0 {
+			want = min(want, challenge.MaxWait)
+			want = (want + time.Second - 1) / time.Second * time.Second
+			tok := query(t, waitRE, body).Get("t")
+			got, err := c.ParseToken(tok)
+			if err != nil || got.Kind != challenge.MethodWait || got.Bits != 0 || got.SubPuzzles != 1 || got.Wait != want || got.Rule != wantRule {
+				t.Fatalf("wait token %+v, %v; asked %+v", got, err, s)
+			}
+			toks = append(toks, tok)
+		} else if waitRE.MatchString(body) {
+			t.Fatalf("a wait on a page that offers none: %+v", s)
+		}
+		for _, tok := range toks {
+			raw, err := base64.RawURLEncoding.DecodeString(tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := at % len(raw)
+			if i < 0 {
+				i += len(raw)
+			}
+			if flip == 0 {
+				flip = 1
+			}
+			raw[i] ^= flip
+			if _, err := c.ParseToken(base64.RawURLEncoding.EncodeToString(raw)); !errors.Is(err, challenge.ErrTokenMalformed) {
+				t.Fatalf("byte %d ^ %#x: %v, want ErrTokenMalformed", i, flip, err)
+			}
 		}
 	})
 }
@@ -180,8 +326,8 @@ func signedJWT(header string) bool {
 // FuzzCookie checks arbitrary Cookie headers. Properties: no panic, every
 // reason has a name, and only a cookie signed with the secret passes.
 func FuzzCookie(f *testing.F) {
-	c := newChallenger(f)
-	q, nonces := issue(f, c, 8)
+	c, _ := newChallenger(f)
+	q, nonces, _ := issue(f, c, 8)
 	q.Set("n", nonces)
 	w := serve(c, q.Encode(), "")
 	var genuine string
@@ -204,7 +350,7 @@ func FuzzCookie(f *testing.F) {
 	f.Fuzz(func(t *testing.T, header string) {
 		r := httptest.NewRequest(http.MethodGet, "https://example.org/", nil)
 		r.Header.Set("Cookie", header)
-		reason := c.Check(r, cl, 8)
+		reason := c.Check(r, cl, challenge.Need{Bits: 8})
 		if reason.String() == "unknown" {
 			t.Fatalf("reason %d has no name", reason)
 		}
