@@ -29,6 +29,10 @@ type Config struct {
 	Fingerprints   Fingerprints    `yaml:"fingerprints"`
 	Timeouts       Timeouts        `yaml:"timeouts"`
 	Limits         Limits          `yaml:"limits"`
+	Geo            GeoConfig       `yaml:"geo"`
+	// Divert names the upstreams a policy's DIVERT rules send requests to
+	// (a tarpit such as iocaine or Nepenthes) instead of the site's.
+	Divert map[string]DivertTarget `yaml:"divert"`
 	TrustedProxies []Prefix        `yaml:"trusted_proxies"` // CIDRs whose X-Forwarded-For is believed
 
 	// Demo marks the embedded `edge demo` configuration: every host is
@@ -202,6 +206,43 @@ type ChallengeConfig struct {
 	// Contact and PolicyURL are shown on failure pages.
 	Contact   string `yaml:"contact"`
 	PolicyURL string `yaml:"policy_url"`
+	// Wait is the no-JavaScript wait.
+	Wait WaitConfig `yaml:"wait"`
+}
+
+// WaitConfig says who is offered the no-JavaScript wait instead of the proof
+// of work, and how long it lasts.
+type WaitConfig struct {
+	// MaxWeight: the wait is offered to a client whose TLS (and HTTP/2)
+	// fingerprint agrees with the browser its User-Agent claims, on which
+	// no lie-detection signal fired, and whose weight is below MaxWeight.
+	// 0 = the upper bound of the policy's lowest challenge threshold (20
+	// for the default policy); -1 = never (a policy's metarefresh rules
+	// still wait).
+	MaxWeight int `yaml:"max_weight"`
+	// Duration is the wait at weight 0; it grows with the weight, to twice
+	// Duration at MaxWeight. Default 5s.
+	Duration Duration `yaml:"duration"`
+}
+
+// GeoConfig names the local MMDB files (MaxMind's GeoLite2, DB-IP Lite,
+// IPinfo Lite) the policy's asns:, geoip: and CEL asn and country read.
+type GeoConfig struct {
+	ASNDB     string `yaml:"asn_db"`     // "" = no ASN data
+	CountryDB string `yaml:"country_db"` // "" = no country data
+}
+
+// DivertTarget is an upstream for DIVERT rules, bounded so that the
+// requests sent there cost the edge little.
+type DivertTarget struct {
+	Upstream Upstreams `yaml:"upstream"`
+	// MaxConcurrent caps the requests diverted there at once; beyond it the
+	// request is denied. Default 32.
+	MaxConcurrent int `yaml:"max_concurrent"`
+	// MaxBytes caps each diverted response's body. Default 1 MiB.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxDuration caps each diverted exchange. Default 60s.
+	MaxDuration Duration `yaml:"max_duration"`
 }
 
 // StoreConfig chooses the shared-state store.
@@ -302,6 +343,7 @@ func DefaultConfig() Config {
 		Challenge: ChallengeConfig{
 			PassTTL: Duration(24 * time.Hour),
 			Bind:    []string{"ip_prefix", "ja4"},
+			Wait:    WaitConfig{Duration: Duration(5 * time.Second)},
 		},
 		Store: StoreConfig{Kind: "memory"},
 		Log:   LogConfig{Level: "info", MaxSizeMB: 100, MaxFiles: 10, ClientIP: "full"},

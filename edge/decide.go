@@ -12,19 +12,29 @@ import (
 )
 
 // decide weighs the request with the policy and answers it when the policy
-// says so (deny, rate limit, challenge). It reports whether the request
-// goes on to its route.
+// says so (deny, reroute, rate limit, challenge, divert). It reports
+// whether the request goes on to its route.
 func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 	pr := h.policyRequest(r, st)
 	dec := h.policy.Evaluate(&pr)
 	st.weight = dec.Weight
 	st.rules = dec.AppendNames(st.rulesBuf[:0])
 	cl := challenge.Client{IP: st.client, JA4: st.ja4}
+	wait := h.waitFor(&dec)
 
 	switch dec.Action {
 	case policy.DENY:
 		st.action = fplog.ActionDeny
+		if dec.RerouteTo != "" { // Anubis's DENY_AND_REROUTE
+			w.Header().Set(challenge.MitigatedHeader, "deny")
+			writeRedirect(w, dec.RerouteTo, http.StatusTemporaryRedirect)
+			return false
+		}
 		h.challenger.Deny(w, r, st.id, ruleReason(dec.Rule))
+		return false
+	case policy.DIVERT:
+		st.action = fplog.ActionDivert
+		h.divert(w, r, st, dec.DivertTo)
 		return false
 	case policy.RATE:
 		ok, retry, err := h.env.Store.Take(r.Context(), dec.Rate.Key, dec.Rate.Rate, dec.Rate.Burst)
@@ -38,12 +48,13 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 		}
 		st.action = fplog.ActionAllow
 	case policy.CHALLENGE:
-		need := challenge.Need{Bits: dec.Challenge.Bits, Wait: dec.Challenge.Algorithm == "metarefresh"}
+		need := challenge.Need{Bits: dec.Challenge.Bits, Wait: wait > 0}
 		if reason := h.challenger.Check(r, cl, need); reason != challenge.PassOK {
 			st.action = fplog.ActionChallenge
 			st.challenge = &fplog.Challenge{Alg: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits}
 			h.env.metrics.challenges.WithLabelValues("issued", reason.String()).Inc()
-			h.challenger.Challenge(w, r, cl, challenge.Spec{Algorithm: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits, Rule: dec.Rule}, st.id)
+			spec := challenge.Spec{Algorithm: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits, Rule: dec.Rule, Wait: wait}
+			h.challenger.Challenge(w, r, cl, spec, st.id)
 			return false
 		}
 		st.action = fplog.ActionPass
@@ -54,6 +65,34 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 		}
 	}
 	return true
+}
+
+// waitFor is the no-JavaScript wait the client may take instead of the
+// proof of work, or 0 when it may not (DESIGN.md: "never to a client a
+// lie-detection signal fired on"). A policy's metarefresh challenge asks
+// only for the wait. Otherwise the wait is offered to a client whose TLS
+// (and HTTP/2) fingerprint agrees with the browser it claims and whose
+// weight is below challenge.wait.max_weight; it grows with the weight, to
+// twice challenge.wait.duration at max_weight.
+func (h *Handler) waitFor(d *policy.Decision) time.Duration {
+	base := h.cfg.Challenge.Wait.Duration.D()
+	if d.Action == policy.CHALLENGE && d.Challenge.Algorithm == "metarefresh" {
+		return base
+	}
+	maxWeight := h.cfg.Challenge.Wait.MaxWeight
+	switch maxWeight {
+	case -1:
+		return 0
+	case 0:
+		maxWeight = h.policy.WaitMaxWeight()
+	}
+	if !d.BrowserAgrees || d.Lied() || d.Weight >= maxWeight {
+		return 0
+	}
+	if d.Weight <= 0 || maxWeight <= 0 {
+		return base
+	}
+	return base + base*time.Duration(d.Weight)/time.Duration(maxWeight)
 }
 
 // policyRequest is what the policy sees of r.
@@ -77,6 +116,10 @@ func (h *Handler) policyRequest(r *http.Request, st *reqState) policy.Request {
 		if st.http.Ordered {
 			pr.HeaderOrder = st.http.Names
 		}
+	}
+	if h.env.Geo != nil {
+		st.geo = h.env.Geo.Lookup(st.client)
+		pr.ASN, pr.ASOrg, pr.Country = st.geo.ASN, st.geo.ASOrg, st.geo.Country
 	}
 	if policy.ClaimedCrawler(r.UserAgent()) != "" {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

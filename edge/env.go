@@ -13,6 +13,7 @@ import (
 
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/store"
 )
@@ -43,6 +44,9 @@ type Env struct {
 	Messages challenge.Messages
 	// FPLog receives one fingerprint log line per request. If nil, none.
 	FPLog *fplog.Writer
+	// Geo answers the ASN and country of a client address (geo.asn_db,
+	// geo.country_db). If nil, none: geo rules never match.
+	Geo *geo.DB
 	// HTTPSPort is the port of the edge's https listener, for the https URLs
 	// the edge redirects to. If empty, 443 (no port in URLs).
 	HTTPSPort string

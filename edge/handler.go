@@ -32,6 +32,7 @@ type Handler struct {
 	transport  *http.Transport
 	proxy      *httputil.ReverseProxy
 	compressed http.Handler // answer, with responses compressed where they qualify
+	diverts    map[string]*diverter
 	own        []func()     // closes what NewHandler opened for a zero Env field
 }
 
@@ -71,7 +72,7 @@ func (h *Handler) build() error {
 	for _, p := range cfg.TrustedProxies {
 		h.trusted = append(h.trusted, netipPrefix(p))
 	}
-	if h.policy, err = loadPolicy(cfg.Policy); err != nil {
+	if h.policy, err = loadPolicy(cfg); err != nil {
 		return &ConfigError{File: cfg.path, Key: "policy", Err: err}
 	}
 	for _, w := range h.policy.Warnings() {
@@ -88,6 +89,7 @@ func (h *Handler) build() error {
 		return fmt.Errorf("edge: compression: %w", err)
 	}
 	h.compressed = cmp.Wrap(http.HandlerFunc(h.answer))
+	h.diverts = h.newDiverters()
 	return nil
 }
 
@@ -98,6 +100,9 @@ func (h *Handler) build() error {
 func (h *Handler) Close() {
 	if h.transport != nil {
 		h.transport.CloseIdleConnections()
+	}
+	for _, d := range h.diverts {
+		d.transport.CloseIdleConnections()
 	}
 	for _, f := range h.own {
 		f()
@@ -136,10 +141,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.HasPrefix(r.URL.Path, challenge.PathPrefix) {
 		st.action = fplog.ActionAllow
-		h.maat.ServeHTTP(rec, r)
-		if r.URL.Path == challenge.PathPrefix+"pass" {
-			h.countPass(rec.status)
-		}
+		h.maat.ServeHTTP(rec, r) // OnPass and OnFail count and log /.maat/pass
 		return
 	}
 	if h.siteAnswers(rec, r, st) {
@@ -249,19 +251,6 @@ func httpsURL(port, host, requestURI string) string {
 		host = joinHostPort(host, port)
 	}
 	return "https://" + host + requestURI
-}
-
-// countPass counts an answer to a challenge that earned nothing, by what
-// /.maat/pass replied: a 403 for a forged token or a wrong solution, a new
-// challenge page for a stale one (expired, roamed, replayed). Passes are
-// counted by the challenger's OnPass.
-func (h *Handler) countPass(status int) {
-	switch status {
-	case http.StatusForbidden:
-		h.env.metrics.challenges.WithLabelValues("failed", "bad_answer").Inc()
-	case http.StatusOK:
-		h.env.metrics.challenges.WithLabelValues("failed", "stale").Inc()
-	}
 }
 
 // challengeClient is what /.maat/pass binds a pass to.

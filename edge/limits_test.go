@@ -298,6 +298,10 @@ func TestClientCaps(t *testing.T) {
 	for _, c := range conns[1:] {
 		c.Close()
 	}
+	// The edge releases a connection's place when it sees it closed.
+	if !waitFor(t, 5*time.Second, func() bool { return e.Server.conns1.len() == 0 }) {
+		t.Fatal("closed connections still counted")
+	}
 
 	h := e.client(t, "h2")
 	results := make(chan int, 3)

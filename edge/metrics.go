@@ -22,6 +22,7 @@ type metrics struct {
 	clientErrors *prometheus.CounterVec   // site, reason: requests the client spoiled (bad body, too large)
 	handshakes   *prometheus.CounterVec   // result (ok|failed|plain_http), proto (tcp|quic)
 	limited      *prometheus.CounterVec   // limit: requests and connections refused by a limits: bound
+	diverted     *prometheus.CounterVec   // target: requests sent to a divert: target
 }
 
 // newMetrics registers the series; certStatus, if not nil, reports the
@@ -56,7 +57,10 @@ func newMetrics(certStatus func() []certs.NameStatus) *metrics {
 	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "maat_limited_total", Help: "Requests and connections refused by a limit, by the limit's name.",
 	}, []string{"limit"})
-	m.reg.MustRegister(m.limited, m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
+	m.diverted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "maat_diverted_total", Help: "Requests a DIVERT rule sent to a divert target, by target.",
+	}, []string{"target"})
+	m.reg.MustRegister(m.diverted, m.limited, m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectorFunc{desc: certExpiry, collect: func(ch chan<- prometheus.Metric) {
 			if certStatus == nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/tlsfp"
 )
@@ -35,6 +36,7 @@ type reqState struct {
 	status      int   // overrides the recorded status (499: the client left)
 	upstreamErr error // why the upstream exchange failed, for the log
 	clientErr   error // why reading the client's request failed
+	geo         geo.Info // the client's ASN and country, with geo databases
 	demo        bool
 	user        string // the basic-auth user, once accepted
 }
@@ -155,6 +157,9 @@ func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
 		Time:      st.start,
 		RequestID: st.id,
 		RemoteIP:  st.client,
+		ASN:       st.geo.ASN,
+		ASOrg:     st.geo.ASOrg,
+		Country:   st.geo.Country,
 		Host:      r.Host,
 		Method:    r.Method,
 		Path:      r.URL.Path,

@@ -18,8 +18,10 @@ import (
 
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/policy"
+	"github.com/maatproxy/maat/store"
 )
 
 // Server is the edge's connections: the listeners, the TLS handshake and
@@ -33,6 +35,7 @@ type Server struct {
 
 	env     Env // shared by every Handler the Server builds
 	store   storeCloser
+	shared  *store.Resilient // the Redis store, when store.kind is redis
 	certs   *certs.Manager
 	tlsConf *tls.Config
 	metrics *metrics
@@ -108,10 +111,7 @@ func New(cfg Config, log *slog.Logger) (s *Server, err error) {
 	if s.env.Messages, err = newMessages(); err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(s.bg, 10*time.Second)
-	s.store, err = openStore(sctx, cfg.Store, log)
-	cancel()
-	if err != nil {
+	if s.store, s.shared, err = openStore(cfg.Store, log); err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() { _ = s.store.Close() })
@@ -135,8 +135,26 @@ func New(cfg Config, log *slog.Logger) (s *Server, err error) {
 		s.trusted = append(s.trusted, netipPrefix(p))
 	}
 
+	if cfg.Geo != (GeoConfig{}) {
+		if s.env.Geo, err = geo.Open(geo.Config{ASNDB: cfg.Geo.ASNDB, CountryDB: cfg.Geo.CountryDB, OnReload: s.geoReloaded}); err != nil {
+			return nil, &ConfigError{File: cfg.path, Key: "geo", Err: err}
+		}
+	}
+
 	cc := certsConfig(&cfg)
 	cc.OnEvent = s.certEvent
+	if s.shared != nil {
+		// Certificates, keys and the ACME account live in Redis, where one
+		// node orders a name under a lock and the others read it; the
+		// directory stays as this node's warm copy for when Redis is away.
+		cc.Cache = certs.LayeredCache{
+			Shared: certs.StorageCache{Storage: s.shared, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }},
+			Local:  certs.DirCache(cfg.TLS.Cache),
+			OnError: func(err error) {
+				s.log.LogAttrs(context.Background(), slog.LevelWarn, "certificate_cache", slog.String("error", err.Error()))
+			},
+		}
+	}
 	if s.certs, err = certs.New(cc); err != nil {
 		return nil, fmt.Errorf("edge: certificates: %w", err)
 	}
@@ -215,6 +233,17 @@ func (s *Server) certEvent(e certs.Event) {
 	s.log.LogAttrs(context.Background(), level, "certificate", attrs...)
 }
 
+// geoReloaded logs a geo database that was read again (its file changed,
+// or SIGHUP), or could not be and stays as it was.
+func (s *Server) geoReloaded(path string, err error) {
+	if err != nil {
+		s.log.LogAttrs(context.Background(), slog.LevelError, "geo_reload_failed", slog.String("path", path),
+			slog.String("error", err.Error()), slog.String("effect", "the database loaded before stays in use"))
+		return
+	}
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "geo_reloaded", slog.String("path", path))
+}
+
 // Handler returns the Handler that serves requests now.
 func (s *Server) Handler() *Handler { return s.handler.Load() }
 
@@ -236,12 +265,17 @@ func (s *Server) Reload(cfg Config) error {
 		return err
 	}
 	if !cfg.Listen.same(&s.base.Listen) || cfg.TLS.Mode != s.base.TLS.Mode || cfg.Store != s.base.Store ||
-		cfg.Log.Fingerprints != s.base.Log.Fingerprints {
+		cfg.Log.Fingerprints != s.base.Log.Fingerprints || cfg.Geo != s.base.Geo {
 		s.log.LogAttrs(context.Background(), slog.LevelWarn, "reload_needs_restart",
-			slog.String("reason", "listen addresses, tls.mode, store or log.fingerprints changed; restart to apply"))
+			slog.String("reason", "listen addresses, tls.mode, store, log.fingerprints or geo changed; restart to apply"))
 	}
 	old := s.handler.Swap(h)
 	old.Close()
+	if s.env.Geo != nil {
+		if err := s.env.Geo.Reload(); err != nil { // the monthly database may have been replaced
+			s.log.LogAttrs(context.Background(), slog.LevelError, "geo_reload_failed", slog.String("error", err.Error()))
+		}
+	}
 	if w := s.env.FPLog; w != nil {
 		if err := w.Reopen(); err != nil { // for external rotation
 			s.log.LogAttrs(context.Background(), slog.LevelError, "fplog_reopen_failed", slog.String("error", err.Error()))
@@ -312,6 +346,12 @@ func (s *Server) Start() (err error) {
 	s.group.Go("http1", func() error { return serveErr(s.h1.Serve(s.h1ln)) })
 	s.group.Go("https_accept", func() error { s.acceptTLS(tcp); return nil })
 	s.group.Go("certificates", func() error { return s.certs.Run(s.bg) })
+	if s.shared != nil {
+		s.group.Go("store", func() error { return s.shared.Run(s.bg) })
+	}
+	if s.env.Geo != nil {
+		s.group.Go("geo", func() error { return s.env.Geo.Run(s.bg) })
+	}
 	return nil
 }
 

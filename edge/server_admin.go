@@ -38,7 +38,16 @@ func (s *Server) adminHandler() http.Handler {
 type readiness struct {
 	Ready    bool         `json:"ready"`
 	Draining bool         `json:"draining,omitempty"`
+	Store    *storeStatus `json:"store,omitempty"`
 	Certs    []certStatus `json:"certificates,omitempty"`
+}
+
+// storeStatus is the shared store's state: "ok", or "degraded" (serving
+// from this node's memory) since a time, with the last error.
+type storeStatus struct {
+	State string    `json:"state"`
+	Since time.Time `json:"since,omitzero"`
+	Error string    `json:"error,omitempty"`
 }
 
 type certStatus struct {
@@ -55,6 +64,15 @@ type certStatus struct {
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	now := time.Now()
 	rd := readiness{Ready: !s.stopping.Load(), Draining: s.stopping.Load()}
+	if s.shared != nil {
+		// A degraded node still serves (that is the point), so it stays
+		// ready; the body says what it lacks.
+		ok, since, err := s.shared.Health()
+		rd.Store = &storeStatus{State: "ok", Since: since}
+		if !ok {
+			rd.Store.State, rd.Store.Error = "degraded", errString(err)
+		}
+	}
 	for _, ns := range s.certs.Status() {
 		cs := certStatus{Name: ns.Name, NotAfter: ns.NotAfter, NextRetry: ns.NextRetry, Ready: ns.Ready(now), Error: ns.LastError}
 		if !cs.Ready {

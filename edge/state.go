@@ -12,9 +12,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/locales"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/store"
@@ -26,16 +28,42 @@ type storeCloser interface {
 	Close() error
 }
 
-func openStore(ctx context.Context, cfg StoreConfig, log *slog.Logger) (storeCloser, error) {
-	if cfg.Kind == "redis" {
-		store.LogRedisTo(log) // not go-redis's own stderr logger
-		r, err := store.NewRedis(ctx, cfg.URL)
-		if err != nil {
-			return nil, fmt.Errorf("edge: store: %w", err)
-		}
-		return r, nil
+// openStore opens the configured store. Redis is wrapped in a
+// store.Resilient: when Redis cannot be reached the node goes on from
+// memory, says so once in the log and in /readyz, and writes what it marked
+// meanwhile back when Redis returns. It needs no Redis to start.
+func openStore(cfg StoreConfig, log *slog.Logger) (storeCloser, *store.Resilient, error) {
+	if cfg.Kind != "redis" {
+		return store.NewMemory(), nil, nil
 	}
-	return store.NewMemory(), nil
+	store.LogRedisTo(log) // not go-redis's own stderr logger
+	r, err := store.OpenRedis(cfg.URL)
+	if err != nil {
+		return nil, nil, &ConfigError{Key: "store.url", Err: err}
+	}
+	res, err := store.NewResilient(r, store.NewMemory(), store.ResilientConfig{
+		OnStateChange: func(degraded bool, err error) {
+			if degraded {
+				log.LogAttrs(context.Background(), slog.LevelError, "store_degraded",
+					slog.String("store", "redis"), slog.String("error", errString(err)),
+					slog.String("effect", "serving from this node's memory: marks, counters and certificates not shared until Redis returns"))
+				return
+			}
+			log.LogAttrs(context.Background(), slog.LevelInfo, "store_recovered", slog.String("store", "redis"))
+		},
+	})
+	if err != nil {
+		_ = r.Close()
+		return nil, nil, fmt.Errorf("edge: store: %w", err)
+	}
+	return res, res, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // loadSecret reads the challenge secret, generating it on first start. An
@@ -87,11 +115,26 @@ func derive(secret []byte, purpose string) []byte {
 }
 
 // loadPolicy reads the configured policy, or the built-in default.
-func loadPolicy(path string) (*policy.Policy, error) {
-	if path == "" {
-		return policy.Default()
+func loadPolicy(cfg *Config) (*policy.Policy, error) {
+	opts := cfg.policyOptions()
+	if cfg.Policy == "" {
+		return policy.LoadDefault(opts)
 	}
-	return policy.Load(path, policy.Options{})
+	return policy.Load(cfg.Policy, opts)
+}
+
+// policyOptions tells the policy what the configuration provides: which
+// geo databases exist and which divert targets.
+func (cfg *Config) policyOptions() policy.Options {
+	o := policy.Options{Geo: policy.Geo{ASN: cfg.Geo.ASNDB != "", Country: cfg.Geo.CountryDB != ""}}
+	for name := range cfg.Divert {
+		o.DivertTargets = append(o.DivertTargets, name)
+	}
+	slices.Sort(o.DivertTargets)
+	if o.DivertTargets == nil {
+		o.DivertTargets = []string{} // none configured: every divert_to is unknown
+	}
+	return o
 }
 
 // newChallenger builds the Handler's challenger: it carries the policy
@@ -103,7 +146,10 @@ func (h *Handler) newChallenger() (*challenge.Challenger, error) {
 		return nil, &ConfigError{File: cfg.path, Key: "challenge.bind", Err: err}
 	}
 	m := h.env.metrics
+	challengeStatus, denyStatus := h.policy.StatusCodes()
 	c, err := challenge.New(challenge.Config{
+		ChallengeStatus: challengeStatus,
+		DenyStatus:      denyStatus,
 		Secret:        h.env.Secret,
 		PassTTL:       cfg.Challenge.PassTTL.D(),
 		Marker:        h.env.Store,
@@ -116,6 +162,13 @@ func (h *Handler) newChallenger() (*challenge.Challenger, error) {
 		OnPass: func(_ *http.Request, sp challenge.Spec, solve time.Duration) {
 			m.challenges.WithLabelValues("passed", sp.Algorithm).Inc()
 			m.solve.Observe(solve.Seconds())
+		},
+		OnFail: func(r *http.Request, reason string) {
+			m.challenges.WithLabelValues("failed", reason).Inc()
+			if st := stateOf(r); st != nil {
+				st.action = fplog.ActionDeny
+				st.rules = append(st.rules, reason)
+			}
 		},
 		RequestID: func(r *http.Request) string {
 			if st := stateOf(r); st != nil {

@@ -35,7 +35,7 @@ type ExplainRequest struct {
 // ExplainPolicy says which rules of the configured policy match a request,
 // its weight and the decision.
 func ExplainPolicy(cfg Config, er ExplainRequest) (string, error) {
-	p, err := loadPolicy(cfg.Policy)
+	p, err := loadPolicy(&cfg)
 	if err != nil {
 		return "", err
 	}

@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/static"
 )
 
@@ -56,6 +58,8 @@ func (c *Config) Validate() error {
 	c.validateLog(p)
 	c.validateTimeouts(p)
 	c.validateLimits(p)
+	c.validateDivert(p)
+	c.validateGeo(p)
 	return errors.Join(p.errs...)
 }
 
@@ -202,6 +206,29 @@ func (c *Config) validateChallenge(p *problems) {
 	}
 	_, err := challenge.ParseBinding(c.Challenge.Bind)
 	p.leaf("challenge.bind", err)
+	if w := c.Challenge.Wait; w.MaxWeight < -1 {
+		p.add("challenge.wait.max_weight", "want a weight, 0 (the policy's) or -1 (never), got %d", w.MaxWeight)
+	}
+	if d := c.Challenge.Wait.Duration.D(); d < time.Second || d > challenge.MaxWait/2 {
+		p.add("challenge.wait.duration", "want 1s to %v, got %v", challenge.MaxWait/2, d)
+	}
+}
+
+func (c *Config) validateDivert(p *problems) {
+	for name, d := range c.Divert {
+		key := "divert." + name
+		if len(d.Upstream) == 0 || d.Upstream[0] == nil {
+			p.add(key+".upstream", "an upstream URL is needed")
+		}
+		if d.MaxConcurrent < 0 || d.MaxBytes < 0 || d.MaxDuration < 0 {
+			p.add(key, "max_concurrent, max_bytes and max_duration must not be negative")
+		}
+	}
+}
+
+func (c *Config) validateGeo(p *problems) {
+	gc := geo.Config{ASNDB: c.Geo.ASNDB, CountryDB: c.Geo.CountryDB}
+	p.leaf("geo", gc.Validate())
 }
 
 func (c *Config) validateStore(p *problems) {

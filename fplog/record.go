@@ -73,6 +73,7 @@ const (
 	ActionChallenge = "CHALLENGE"
 	ActionDeny      = "DENY"
 	ActionRate      = "RATE"
+	ActionDivert    = "DIVERT"
 	ActionPass      = "PASS"
 )
 

@@ -1,0 +1,139 @@
+package edge
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"time"
+)
+
+// Divert targets (DESIGN.md, "Policy": DIVERT): a DIVERT rule sends the
+// request, unseen by the client, to another upstream — a tarpit such as
+// iocaine or Nepenthes that feeds scrapers garbage — instead of the site's.
+// Each target is bounded so that it costs the edge little whatever a
+// scraper does: concurrent requests, bytes and time per request, and its
+// own connection pool, never the site's.
+
+// Defaults of a divert: target.
+const (
+	defaultDivertConcurrent = 32
+	defaultDivertBytes      = 1 << 20
+	defaultDivertDuration   = 60 * time.Second
+)
+
+// diverter proxies to one divert target.
+type diverter struct {
+	name        string
+	pool        *pool
+	proxy       *httputil.ReverseProxy
+	transport   *http.Transport
+	slots       chan struct{}
+	maxBytes    int64
+	maxDuration time.Duration
+}
+
+// newDiverters builds the Handler's divert targets.
+func (h *Handler) newDiverters() map[string]*diverter {
+	out := make(map[string]*diverter, len(h.cfg.Divert))
+	for name, t := range h.cfg.Divert {
+		d := &diverter{
+			name:        name,
+			maxBytes:    orInt64(t.MaxBytes, defaultDivertBytes),
+			maxDuration: orDuration(t.MaxDuration.D(), defaultDivertDuration),
+		}
+		n := orInt(t.MaxConcurrent, defaultDivertConcurrent)
+		d.slots = make(chan struct{}, n)
+		d.pool = newPool(t.Upstream, h.cfg.Timeouts.FailPause.D(), &slotTable{size: n})
+		dialer := &net.Dialer{Timeout: h.cfg.Timeouts.UpstreamDial.D()}
+		d.transport = &http.Transport{
+			Proxy:                 nil,
+			DialContext:           dialer.DialContext,
+			MaxIdleConnsPerHost:   n,
+			MaxConnsPerHost:       n,
+			IdleConnTimeout:       30 * time.Second,
+			ResponseHeaderTimeout: d.maxDuration,
+			DisableCompression:    true,
+		}
+		d.proxy = &httputil.ReverseProxy{
+			Transport: d.transport,
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				st := stateOf(pr.In)
+				tg := d.pool.pick(st.start, nil)
+				pr.Out.URL = upstreamURL(tg.url, pr.In.URL)
+				pr.Out.Host = pr.In.Host // the site's name: a tarpit answers as the site
+				pr.Out.Header["X-Forwarded-For"] = []string{st.client.String()}
+				pr.Out.Header["X-Real-Ip"] = []string{st.client.String()}
+			},
+			ModifyResponse: func(res *http.Response) error {
+				res.Body = &limitedBody{Reader: io.LimitReader(res.Body, d.maxBytes), Closer: res.Body}
+				res.Header.Del("Content-Length") // the body may be cut
+				res.ContentLength = -1
+				return nil
+			},
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				st := stateOf(r)
+				st.upstreamErr = err
+				if r.Context().Err() != nil {
+					st.status = 499
+					return
+				}
+				h.challenger.Deny(w, r, st.id, "policy") // the tarpit is down: a plain deny
+			},
+			BufferPool: newBufferPool(),
+		}
+		out[name] = d
+	}
+	return out
+}
+
+// divert proxies r to the divert target name, within its bounds; when the
+// target is full (or unknown, after a reload removed it) the request is
+// denied instead.
+func (h *Handler) divert(w http.ResponseWriter, r *http.Request, st *reqState, name string) {
+	d := h.diverts[name]
+	if d == nil {
+		h.challenger.Deny(w, r, st.id, "policy")
+		return
+	}
+	select {
+	case d.slots <- struct{}{}:
+	default:
+		h.env.metrics.limited.WithLabelValues("divert_busy").Inc()
+		h.challenger.Deny(w, r, st.id, "policy")
+		return
+	}
+	defer func() { <-d.slots }()
+	h.env.metrics.diverted.WithLabelValues(name).Inc()
+	ctx, cancel := context.WithTimeout(r.Context(), d.maxDuration)
+	defer cancel()
+	d.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// limitedBody is a response body cut at a size.
+type limitedBody struct {
+	io.Reader
+	io.Closer
+}
+
+func orInt(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func orInt64(v, def int64) int64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func orDuration(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
+}
