@@ -19,21 +19,21 @@ import (
 // ("Configuration file"). LoadConfig reads it; the zero value of every field
 // has a documented meaning, and DefaultConfig fills the defaults.
 type Config struct {
-	Listen         Listen          `yaml:"listen"`
-	TLS            TLSConfig       `yaml:"tls"`
-	Sites          []Site          `yaml:"sites"`
-	Policy         string          `yaml:"policy"` // "" = the built-in default policy
-	Challenge      ChallengeConfig `yaml:"challenge"`
-	Store          StoreConfig     `yaml:"store"`
-	Log            LogConfig       `yaml:"log"`
-	Fingerprints   Fingerprints    `yaml:"fingerprints"`
-	Timeouts       Timeouts        `yaml:"timeouts"`
-	Limits         Limits          `yaml:"limits"`
-	Geo            GeoConfig       `yaml:"geo"`
+	Listen       Listen          `yaml:"listen"`
+	TLS          TLSConfig       `yaml:"tls"`
+	Sites        []Site          `yaml:"sites"`
+	Policy       string          `yaml:"policy"` // "" = the built-in default policy
+	Challenge    ChallengeConfig `yaml:"challenge"`
+	Store        StoreConfig     `yaml:"store"`
+	Log          LogConfig       `yaml:"log"`
+	Fingerprints Fingerprints    `yaml:"fingerprints"`
+	Timeouts     Timeouts        `yaml:"timeouts"`
+	Limits       Limits          `yaml:"limits"`
+	Geo          GeoConfig       `yaml:"geo"`
 	// Divert names the upstreams a policy's DIVERT rules send requests to
 	// (a tarpit such as iocaine or Nepenthes) instead of the site's.
-	Divert map[string]DivertTarget `yaml:"divert"`
-	TrustedProxies []Prefix        `yaml:"trusted_proxies"` // CIDRs whose X-Forwarded-For is believed
+	Divert         map[string]DivertTarget `yaml:"divert"`
+	TrustedProxies []Prefix                `yaml:"trusted_proxies"` // CIDRs whose X-Forwarded-For is believed
 
 	// Demo marks the embedded `edge demo` configuration: every host is
 	// answered and the demo upstream is told the request's fingerprints.

@@ -33,7 +33,7 @@ type Handler struct {
 	proxy      *httputil.ReverseProxy
 	compressed http.Handler // answer, with responses compressed where they qualify
 	diverts    map[string]*diverter
-	own        []func()     // closes what NewHandler opened for a zero Env field
+	own        []func() // closes what NewHandler opened for a zero Env field
 }
 
 // NewHandler builds the Handler of cfg. What outlives a configuration comes

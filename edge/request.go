@@ -33,9 +33,9 @@ type reqState struct {
 	challenge   *fplog.Challenge
 	rules       []string
 	rulesBuf    [8]string
-	status      int   // overrides the recorded status (499: the client left)
-	upstreamErr error // why the upstream exchange failed, for the log
-	clientErr   error // why reading the client's request failed
+	status      int      // overrides the recorded status (499: the client left)
+	upstreamErr error    // why the upstream exchange failed, for the log
+	clientErr   error    // why reading the client's request failed
 	geo         geo.Info // the client's ASN and country, with geo databases
 	demo        bool
 	user        string // the basic-auth user, once accepted

@@ -150,15 +150,15 @@ func (h *Handler) newChallenger() (*challenge.Challenger, error) {
 	c, err := challenge.New(challenge.Config{
 		ChallengeStatus: challengeStatus,
 		DenyStatus:      denyStatus,
-		Secret:        h.env.Secret,
-		PassTTL:       cfg.Challenge.PassTTL.D(),
-		Marker:        h.env.Store,
-		Bind:          bind,
-		PolicyVersion: h.policy.Version(),
-		Messages:      h.env.Messages,
-		TemplateDir:   cfg.Challenge.TemplateDir,
-		Contact:       cfg.Challenge.Contact,
-		PolicyURL:     cfg.Challenge.PolicyURL,
+		Secret:          h.env.Secret,
+		PassTTL:         cfg.Challenge.PassTTL.D(),
+		Marker:          h.env.Store,
+		Bind:            bind,
+		PolicyVersion:   h.policy.Version(),
+		Messages:        h.env.Messages,
+		TemplateDir:     cfg.Challenge.TemplateDir,
+		Contact:         cfg.Challenge.Contact,
+		PolicyURL:       cfg.Challenge.PolicyURL,
 		OnPass: func(_ *http.Request, sp challenge.Spec, solve time.Duration) {
 			m.challenges.WithLabelValues("passed", sp.Algorithm).Inc()
 			m.solve.Observe(solve.Seconds())
