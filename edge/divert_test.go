@@ -1,0 +1,149 @@
+package edge
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// tarpit stands in for iocaine or Nepenthes: it answers slowly and without
+// end, and records what it was asked.
+type tarpit struct {
+	*httptest.Server
+	hosts             sync.Map // Host headers seen
+	inflight, maxSeen atomic.Int64
+}
+
+func newTarpit(t *testing.T) *tarpit {
+	tp := &tarpit{}
+	tp.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tp.hosts.Store(r.Host, true)
+		raise(&tp.maxSeen, tp.inflight.Add(1))
+		defer tp.inflight.Add(-1)
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "<p>tarpit page for "+r.URL.Path+"</p>")
+		for r.Context().Err() == nil { // garbage, slowly, forever
+			if _, err := io.WriteString(w, strings.Repeat("lorem ", 50)); err != nil {
+				return
+			}
+			http.NewResponseController(w).Flush()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}))
+	t.Cleanup(tp.Close)
+	return tp
+}
+
+// TestDivertToTarpit: a DIVERT rule sends GPTBot, unseen, to the tarpit
+// with the site's Host; the site's upstream never sees it; each diverted
+// answer is cut at max_bytes or max_duration; beyond max_concurrent the
+// request is denied; honest requests are not slowed meanwhile.
+func TestDivertToTarpit(t *testing.T) {
+	t.Parallel()
+	tp := newTarpit(t)
+	var siteSawBot atomic.Bool
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.UserAgent(), "GPTBot") {
+			siteSawBot.Store(true)
+		}
+		_, _ = io.WriteString(w, "the site")
+	}))
+	t.Cleanup(site.Close)
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte(`bots:
+  - {name: ai-to-tarpit, user_agent_regex: GPTBot, action: DIVERT, divert_to: tarpit}
+  - {name: everyone, path_regex: ., action: ALLOW}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fp := filepath.Join(dir, "fp.jsonl")
+	e := startEdge(t, "policy: "+pol+"\nlog: {fingerprints: "+fp+"}\n"+
+		"divert: {tarpit: {upstream: "+tp.URL+", max_concurrent: 5, max_bytes: 4000, max_duration: 2s}}\n"+
+		"sites: [{hosts: [localhost], upstream: "+site.URL+", compress: false}]\n")
+	c := e.client(t, "h2")
+
+	res, body := get(t, c, e.url("/article"), "User-Agent", gptUA)
+	if res.StatusCode != 200 || !strings.HasPrefix(body, "<p>tarpit page for /article</p>") || len(body) > 4000 {
+		t.Errorf("diverted: %d, %d bytes %.60q", res.StatusCode, len(body), body)
+	}
+	if _, ok := tp.hosts.Load("localhost"); !ok {
+		t.Error("the tarpit did not get the site's Host")
+	}
+	if l := waitLine(t, fp, "/article"); l.str("action") != "DIVERT" {
+		t.Errorf("logged action %s, want DIVERT", l.str("action"))
+	}
+	if v := counterValue(e.Server.metrics.diverted.WithLabelValues("tarpit")); v < 1 {
+		t.Errorf("diverted counted %v times", v)
+	}
+
+	// 200 scrapers at once.
+	const n = 200
+	var wg sync.WaitGroup
+	var tarpitted, denied atomic.Int64
+	start := time.Now()
+	for i := range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest("GET", e.url(fmt.Sprint("/flood/", i)), nil)
+			req.Host = "localhost"
+			req.Header.Set("User-Agent", gptUA)
+			res, err := c.Do(req)
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			switch {
+			case res.StatusCode == 200 && strings.Contains(string(b), "tarpit page"):
+				tarpitted.Add(1)
+			case res.StatusCode == 403:
+				denied.Add(1)
+			}
+		})
+	}
+	// Honest requests during the flood.
+	var slowest time.Duration
+	for range 10 {
+		t0 := time.Now()
+		if res, body := get(t, c, e.url("/honest"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 || body != "the site" {
+			t.Errorf("honest request during the flood: %d %q", res.StatusCode, body)
+		}
+		slowest = max(slowest, time.Since(t0))
+	}
+	wg.Wait()
+	if m := tp.maxSeen.Load(); m > 5 {
+		t.Errorf("the tarpit had %d requests at once, want at most max_concurrent 5", m)
+	}
+	if tarpitted.Load()+denied.Load() != n || denied.Load() == 0 {
+		t.Errorf("%d tarpitted, %d denied of %d", tarpitted.Load(), denied.Load(), n)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the flood took %v: max_duration did not cut the tarpit", d)
+	}
+	if slowest > 2*time.Second {
+		t.Errorf("an honest request took %v during the flood", slowest)
+	}
+	if siteSawBot.Load() {
+		t.Error("the site's upstream saw a diverted request")
+	}
+}
+
+// TestDenyAndReroute: Anubis's DENY_AND_REROUTE file behaves as in Anubis:
+// the matched client is redirected to reroute_to.
+func TestDenyAndReroute(t *testing.T) {
+	t.Parallel()
+	site := echoUpstream(t, "site")
+	e := startEdge(t, "policy: ../policy/testdata/good/anubis-deny-and-reroute.yaml\nsites: [{hosts: [localhost], upstream: "+site.URL+"}]\n")
+	res, _ := get(t, e.client(t, "h2"), e.url("/x"), "User-Agent", gptUA)
+	if res.StatusCode != http.StatusTemporaryRedirect || res.Header.Get("Location") != "https://example.com/tarpit" {
+		t.Errorf("%d to %q, want 307 to https://example.com/tarpit", res.StatusCode, res.Header.Get("Location"))
+	}
+}
