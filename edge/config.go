@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -86,7 +87,10 @@ type ACMEConfig struct {
 type Site struct {
 	Hosts    []string  `yaml:"hosts"`
 	Upstream Upstreams `yaml:"upstream"`
-	Routes   []Route   `yaml:"routes"`
+	// UpstreamTLS configures https:// upstreams of the site (and of its
+	// routes that set none).
+	UpstreamTLS UpstreamTLS `yaml:"upstream_tls"`
+	Routes      []Route     `yaml:"routes"`
 	// MaxBodyBytes caps request bodies; 0 = no cap (bodies stream).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// Root serves static files from a directory instead of an upstream.
@@ -134,6 +138,9 @@ type AccessLog struct {
 type Route struct {
 	Path     string    `yaml:"path"`
 	Upstream Upstreams `yaml:"upstream"`
+	// UpstreamTLS configures the route's https:// upstreams; if empty, the
+	// site's.
+	UpstreamTLS UpstreamTLS `yaml:"upstream_tls"`
 	// Root serves static files from a directory instead of an upstream. The
 	// request's whole path is looked up under it, as nginx's root and
 	// Caddy's file_server do (path /docs/, root /srv/www: the request
@@ -188,6 +195,20 @@ type HeaderOps struct {
 type BasicAuth struct {
 	Realm string            `yaml:"realm"` // default "restricted"
 	Users map[string]string `yaml:"users"` // user → bcrypt hash ($2a$, $2b$, $2y$)
+}
+
+// UpstreamTLS is how the edge verifies an https:// upstream. The zero value
+// verifies it against the system's roots, as a browser would.
+type UpstreamTLS struct {
+	// CAFile is a PEM file of roots to trust instead of the system's (a
+	// private CA's).
+	CAFile string `yaml:"ca_file"`
+	// ServerName is the name to verify the certificate for; if empty, the
+	// upstream URL's host.
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify accepts any certificate (a self-signed backend on
+	// the same host). Off by default; prefer CAFile.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
 // Upstreams is one upstream URL or a list of them (round robin, passive
@@ -485,7 +506,8 @@ func (p *Prefix) UnmarshalYAML(n *yaml.Node) error {
 	return nodeError(n, "a CIDR such as 10.0.0.0/8 or an address, got %q", n.Value)
 }
 
-// UnmarshalYAML reads one URL or a list of URLs.
+// UnmarshalYAML reads one URL (http://, https:// or unix:/path.sock) or a
+// list of them.
 func (u *Upstreams) UnmarshalYAML(n *yaml.Node) error {
 	var nodes []*yaml.Node
 	switch n.Kind {
@@ -509,21 +531,54 @@ func (u *Upstreams) UnmarshalYAML(n *yaml.Node) error {
 }
 
 func parseUpstream(s string) (*url.URL, error) {
+	if path, ok := strings.CutPrefix(s, "unix:"); ok {
+		// unix:/run/gitea/gitea.sock: HTTP over a Unix socket. The URL gets
+		// a made-up host that names the socket; the transport dials it.
+		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "?#") {
+			return nil, fmt.Errorf("upstream %q: want unix:/absolute/path/of/the.sock", s)
+		}
+		return &url.URL{Scheme: "http", Host: unixHost(path), Opaque: ""}, nil
+	}
+	if !strings.Contains(s, "://") {
+		return nil, fmt.Errorf("upstream %q has no scheme: add http:// (or https://, or unix:/path.sock)", s)
+	}
 	v, err := url.Parse(s)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("bad upstream URL %q: %v", s, err)
-	case v.Scheme != "http":
-		return nil, fmt.Errorf("upstream %q: only http:// upstreams are supported (TLS ends at the edge)", s)
+	case v.Scheme != "http" && v.Scheme != "https":
+		return nil, fmt.Errorf("upstream %q: want http://, https:// or unix:/path.sock", s)
 	case v.Host == "":
 		return nil, fmt.Errorf("upstream %q has no host", s)
 	case v.RawQuery != "" || v.Fragment != "" || v.User != nil:
 		return nil, fmt.Errorf("upstream %q: no query, fragment or user info allowed", s)
 	}
 	if _, _, err := net.SplitHostPort(v.Host); err != nil {
-		v.Host = net.JoinHostPort(strings.Trim(v.Host, "[]"), "80")
+		port := "80"
+		if v.Scheme == "https" {
+			port = "443"
+		}
+		v.Host = net.JoinHostPort(strings.Trim(v.Host, "[]"), port)
 	}
 	return v, nil
+}
+
+// unixHost is the made-up host of a Unix-socket upstream: ".sock.invalid"
+// (RFC 2606) so it is never resolved, the socket's path hex-encoded so the
+// transport can read it back (unixSocket).
+func unixHost(path string) string { return hex.EncodeToString([]byte(path)) + unixSuffix }
+
+const unixSuffix = ".sock.invalid:0"
+
+// unixSocket returns the socket path of a Unix-socket upstream's dial
+// address, or false for any other address.
+func unixSocket(addr string) (string, bool) {
+	h, ok := strings.CutSuffix(addr, unixSuffix)
+	if !ok {
+		return "", false
+	}
+	b, err := hex.DecodeString(h)
+	return string(b), err == nil
 }
 
 func nodeError(n *yaml.Node, format string, args ...any) error {

@@ -82,7 +82,11 @@ func (h *Handler) build() error {
 		return err
 	}
 	h.maat = h.challenger.Handler(challengeClient)
-	h.transport = newTransport(cfg)
+	tlsByAddr, err := upstreamTLSConfigs(cfg)
+	if err != nil {
+		return err
+	}
+	h.transport = newTransport(cfg, tlsByAddr)
 	h.proxy = h.newReverseProxy(h.transport)
 	cmp, err := compress.New(compress.Config{})
 	if err != nil {

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -22,12 +23,36 @@ import (
 // third of the throughput), plain HTTP/1.1, no transparent decompression.
 // Exchanges per address are capped by connSlots, which queue requests
 // beyond the cap.
-func newTransport(cfg *Config) *http.Transport {
+func newTransport(cfg *Config, tlsByAddr map[string]*tls.Config) *http.Transport {
 	t := cfg.Timeouts
 	d := &net.Dialer{Timeout: t.UpstreamDial.D(), KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		Proxy:               nil, // never an environment proxy between the edge and its upstream
-		DialContext:         d.DialContext,
+		Proxy: nil, // never an environment proxy between the edge and its upstream
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if path, ok := unixSocket(addr); ok {
+				return d.DialContext(ctx, "unix", path)
+			}
+			return d.DialContext(ctx, network, addr)
+		},
+		// https:// upstreams: verified as their upstream_tls says (the
+		// system's roots by default), HTTP/1.1 as for the others.
+		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conf := tlsByAddr[addr]
+			if conf == nil {
+				host, _, _ := net.SplitHostPort(addr)
+				conf = &tls.Config{ServerName: host, NextProtos: []string{"http/1.1"}}
+			}
+			raw, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			c := tls.Client(raw, conf)
+			if err := c.HandshakeContext(ctx); err != nil {
+				raw.Close()
+				return nil, &net.OpError{Op: "dial", Net: network, Err: err} // not sent: another address may be tried
+			}
+			return c, nil
+		},
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: cfg.Limits.UpstreamConns,
 		// The slots bound exchanges; this bounds connections, dials in

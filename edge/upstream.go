@@ -2,7 +2,12 @@ package edge
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -113,4 +118,62 @@ func (t *slotTable) forHost(host string) *connSlots {
 	s := &connSlots{ch: make(chan struct{}, t.size)}
 	t.byHost[host] = s
 	return s
+}
+
+// upstreamTLSConfigs builds the TLS configuration of every https://
+// upstream address from its site's or route's upstream_tls. Validate has
+// refused one address with two different settings.
+func upstreamTLSConfigs(cfg *Config) (map[string]*tls.Config, error) {
+	out := map[string]*tls.Config{}
+	add := func(us Upstreams, ut UpstreamTLS) error {
+		for _, u := range us {
+			if u == nil || u.Scheme != "https" {
+				continue
+			}
+			host, _, _ := net.SplitHostPort(u.Host)
+			c := &tls.Config{ServerName: host, NextProtos: []string{"http/1.1"}, InsecureSkipVerify: ut.InsecureSkipVerify}
+			if ut.ServerName != "" {
+				c.ServerName = ut.ServerName
+			}
+			if ut.CAFile != "" {
+				roots, err := loadRoots(ut.CAFile)
+				if err != nil {
+					return err
+				}
+				c.RootCAs = roots
+			}
+			out[u.Host] = c
+		}
+		return nil
+	}
+	for i := range cfg.Sites {
+		s := &cfg.Sites[i]
+		if err := add(s.Upstream, s.UpstreamTLS); err != nil {
+			return nil, err
+		}
+		for j := range s.Routes {
+			r := &s.Routes[j]
+			ut := r.UpstreamTLS
+			if ut == (UpstreamTLS{}) {
+				ut = s.UpstreamTLS
+			}
+			if err := add(r.Upstream, ut); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// loadRoots reads a PEM file of CA certificates.
+func loadRoots(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("edge: upstream_tls.ca_file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("edge: upstream_tls.ca_file %s holds no PEM certificate", path)
+	}
+	return pool, nil
 }

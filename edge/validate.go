@@ -60,6 +60,7 @@ func (c *Config) Validate() error {
 	c.validateLimits(p)
 	c.validateDivert(p)
 	c.validateGeo(p)
+	c.validateUpstreamTLS(p)
 	return errors.Join(p.errs...)
 }
 
@@ -222,6 +223,41 @@ func (c *Config) validateDivert(p *problems) {
 		}
 		if d.MaxConcurrent < 0 || d.MaxBytes < 0 || d.MaxDuration < 0 {
 			p.add(key, "max_concurrent, max_bytes and max_duration must not be negative")
+		}
+	}
+}
+
+// validateUpstreamTLS checks CA files and that one https:// address is not
+// given two different TLS settings (the edge keeps one pool per address).
+func (c *Config) validateUpstreamTLS(p *problems) {
+	seen := map[string]UpstreamTLS{}
+	check := func(key string, us Upstreams, ut UpstreamTLS) {
+		if ut.CAFile != "" {
+			if _, err := loadRoots(ut.CAFile); err != nil {
+				p.add(key+".upstream_tls.ca_file", "%v", err)
+			}
+		}
+		for _, u := range us {
+			if u == nil || u.Scheme != "https" {
+				continue
+			}
+			if prev, ok := seen[u.Host]; ok && prev != ut {
+				p.add(key+".upstream_tls", "%s is configured elsewhere with other TLS settings", u.Host)
+			}
+			seen[u.Host] = ut
+		}
+	}
+	for i := range c.Sites {
+		s := &c.Sites[i]
+		key := fmt.Sprintf("sites[%d]", i)
+		check(key, s.Upstream, s.UpstreamTLS)
+		for j := range s.Routes {
+			r := &s.Routes[j]
+			ut := r.UpstreamTLS
+			if ut == (UpstreamTLS{}) {
+				ut = s.UpstreamTLS
+			}
+			check(fmt.Sprintf("%s.routes[%d]", key, j), r.Upstream, ut)
 		}
 	}
 }
