@@ -1,18 +1,15 @@
 package proxyproto
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/maatproxy/maat/internal/testenv"
+	"github.com/maatproxy/maat/internal/testhaproxy"
 )
 
 // TestHAProxy runs real HAProxy in TCP mode on loopback in front of a
@@ -20,7 +17,7 @@ import (
 // HAProxy's own health checks (check-send-proxy) arrive as what they are.
 func TestHAProxy(t *testing.T) {
 	t.Parallel()
-	bin := testenv.NeedCommand(t, "haproxy")
+	testenv.NeedCommand(t, "haproxy")
 	for _, tt := range []struct {
 		name    string
 		server  string // options of HAProxy's server line
@@ -32,7 +29,7 @@ func TestHAProxy(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			testHAProxy(t, bin, tt.server, tt.version, tt.tlvs)
+			testHAProxy(t, tt.server, tt.version, tt.tlvs)
 		})
 	}
 }
@@ -45,7 +42,7 @@ type seen struct {
 	relayed       bool // it carried the client's "hello"
 }
 
-func testHAProxy(t *testing.T, bin, server string, version int, tlvs []Type) {
+func testHAProxy(t *testing.T, server string, version int, tlvs []Type) {
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +55,10 @@ func testHAProxy(t *testing.T, bin, server string, version int, tlvs []Type) {
 	conns := make(chan seen, 64)
 	go serveHAProxy(ln, conns)
 
-	front := startHAProxy(t, bin, tcp.Addr(), server)
+	front := testhaproxy.Start(t, testhaproxy.Config{
+		Frontend: []string{`unique-id-format %{+X}o\ %ci:%cp_%fi:%fp_%Ts_%rt:%pid`},
+		Backend:  []string{fmt.Sprintf("server s1 %s %s check inter 100ms check-send-proxy", tcp.Addr(), server)},
+	})
 
 	client, err := net.Dial("tcp", front.String())
 	if err != nil {
@@ -116,57 +116,6 @@ func testHAProxy(t *testing.T, bin, server string, version int, tlvs []Type) {
 		t.Errorf("a LOCAL connection reports %s, not the socket's address", check.remote)
 	}
 	t.Logf("relayed: %+v; health check: %+v", *relayed.hdr, *check.hdr)
-}
-
-// startHAProxy runs HAProxy in TCP mode with one server, backend, whose
-// server line has the given options, and health checks sent with the PROXY
-// header. It returns the frontend's address. HAProxy's frontend socket is
-// made here and handed over as fd 3, so there is no port to race for.
-func startHAProxy(t *testing.T, bin string, backend net.Addr, server string) net.Addr {
-	t.Helper()
-	front, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { front.Close() })
-	frontFile, err := front.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { frontFile.Close() })
-	cfg := fmt.Sprintf(`global
-    maxconn 64
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-frontend fe
-    bind fd@3
-    unique-id-format %%{+X}o\ %%ci:%%cp_%%fi:%%fp_%%Ts_%%rt:%%pid
-    default_backend be
-backend be
-    server s1 %s %s check inter 100ms check-send-proxy
-`, backend, server)
-	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "-db", "-f", path)
-	cmd.ExtraFiles = []*os.File{frontFile}
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("haproxy said:\n%s", out.String())
-		}
-	})
-	return front.Addr()
 }
 
 // serveHAProxy records what arrives on ln: the relayed connection (which

@@ -5,134 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
-	"os/exec"
 	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/maatproxy/maat/internal/testenv"
+	"github.com/maatproxy/maat/internal/testredis"
 )
-
-// redisServer is a redis-server on a loopback port, without persistence,
-// that a test can kill, pause and start again on the same port.
-type redisServer struct {
-	t    testing.TB
-	bin  string
-	port int
-	dir  string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-}
-
-// startRedisServer starts a redis-server on a free loopback port; it is
-// killed when the test ends.
-func startRedisServer(t testing.TB) *redisServer {
-	t.Helper()
-	s := &redisServer{t: t, bin: testenv.NeedCommand(t, "redis-server", "valkey-server"), dir: t.TempDir()}
-	t.Cleanup(s.kill)
-	for attempt := 0; ; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		err = s.start()
-		if err == nil {
-			return s
-		}
-		if attempt == 4 {
-			t.Fatalf("starting %s: %v", s.bin, err)
-		}
-	}
-}
-
-func (s *redisServer) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
-func (s *redisServer) url() string  { return "redis://" + s.addr() + "/0" }
-
-// start starts the server on s.port. The port was free when chosen, but
-// another test (of this package or another) may take it before the server
-// binds it, so the server that answers must prove to be ours by its process
-// id.
-func (s *redisServer) start() error {
-	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	s.mu.Lock()
-	s.cmd, s.exited = cmd, exited
-	s.mu.Unlock()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		select {
-		case <-exited:
-			return fmt.Errorf("exited: %s", out.String())
-		default:
-		}
-		if c, err := net.Dial("tcp", s.addr()); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			s.kill()
-			return errors.New("not listening after 5s")
-		}
-		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
-	}
-	c := redis.NewClient(&redis.Options{Addr: s.addr()})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	info, err := c.Info(ctx, "server").Result()
-	if want := fmt.Sprintf("process_id:%d\r\n", cmd.Process.Pid); err != nil || !strings.Contains(info, want) {
-		s.kill()
-		return fmt.Errorf("the server on %s is not ours (%v)", s.addr(), err)
-	}
-	return nil
-}
-
-// kill kills the server and waits for it to exit; its data is lost.
-func (s *redisServer) kill() {
-	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd != nil {
-		cmd.Process.Kill()
-		<-exited
-	}
-}
-
-// signal sends sig (SIGSTOP, SIGCONT) to the server.
-func (s *redisServer) signal(sig syscall.Signal) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		s.t.Fatal(err)
-	}
-}
 
 // newTestRedis starts a redis-server and returns a Redis store connected to
 // it. Both are closed when the test ends.
 func newTestRedis(t testing.TB) *Redis {
 	t.Helper()
-	srv := startRedisServer(t)
-	r, err := NewRedis(t.Context(), srv.url())
+	srv := testredis.Start(t)
+	r, err := NewRedis(t.Context(), srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

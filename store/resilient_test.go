@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/maatproxy/maat/internal/testredis"
 )
 
 // newTestResilient returns a Resilient store over r with a new Memory
@@ -202,8 +204,8 @@ func runResilient(t *testing.T, s *Resilient) (stop func()) {
 // each change once, recovers, and writes back what was set meanwhile.
 func TestResilientRedisKilled(t *testing.T) {
 	t.Parallel()
-	srv := startRedisServer(t)
-	r, err := OpenRedis(srv.url())
+	srv := testredis.Start(t)
+	r, err := OpenRedis(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +234,7 @@ func TestResilientRedisKilled(t *testing.T) {
 		t.Fatalf("Health() says degraded before the outage: %v", err)
 	}
 
-	srv.kill()
+	srv.Kill()
 	took := log.await(t, 1, 2*time.Second)
 	t.Logf("degraded %v after the kill", took)
 	ok, since, lastErr := s.Health()
@@ -264,7 +266,7 @@ func TestResilientRedisKilled(t *testing.T) {
 		}
 	}
 
-	if err := srv.start(); err != nil {
+	if err := srv.Restart(); err != nil {
 		t.Fatalf("restarting redis-server on its port: %v", err)
 	}
 	took = log.await(t, 2, 5*time.Second)
@@ -276,7 +278,7 @@ func TestResilientRedisKilled(t *testing.T) {
 	tr.end(t)
 
 	// What was set during the outage is in Redis now: another node sees it.
-	other, err := NewRedis(ctx, srv.url())
+	other, err := NewRedis(ctx, srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,8 +312,8 @@ func TestResilientRedisKilled(t *testing.T) {
 func TestResilientRedisStopped(t *testing.T) {
 	t.Parallel()
 	const pause = 3500 * time.Millisecond
-	srv := startRedisServer(t)
-	r, err := OpenRedis(srv.url())
+	srv := testredis.Start(t)
+	r, err := OpenRedis(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +333,7 @@ func TestResilientRedisStopped(t *testing.T) {
 
 	tr := startTraffic(s)
 	tr.waitCalls(t, 100)
-	srv.signal(syscall.SIGSTOP)
+	srv.Signal(syscall.SIGSTOP)
 	paused := time.Now()
 	log.awaitLast(t, true, 5*time.Second)
 	if first, err := s.MarkOnce(ctx, "paused", time.Hour); err != nil || !first {
@@ -346,7 +348,7 @@ func TestResilientRedisStopped(t *testing.T) {
 	for time.Since(paused) < pause { // the outage lasts; traffic goes on
 		tr.waitCalls(t, 10)
 	}
-	srv.signal(syscall.SIGCONT)
+	srv.Signal(syscall.SIGCONT)
 	// Reported once the write-back is done. (A call slowed by the
 	// machine's load may have made changes of its own: only the last one
 	// counts here.)
@@ -359,7 +361,7 @@ func TestResilientRedisStopped(t *testing.T) {
 		t.Errorf("slowest call %v with a 200ms timeout; want well under 3s", slowest)
 	}
 
-	other, err := NewRedis(ctx, srv.url())
+	other, err := NewRedis(ctx, srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
