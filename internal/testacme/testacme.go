@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,8 +47,9 @@ type CA struct {
 	Roots     *x509.CertPool // Pebble's issuing root, the only root clients trust
 	Down      atomic.Bool    // when set, every connection to the CA is closed unanswered
 
-	mu     sync.Mutex
-	orders map[string]int // new-order requests per identifier
+	mu        sync.Mutex
+	orders    map[string]int // new-order requests per identifier
+	finalized map[string]int // finalize requests per name of the CSR
 }
 
 // Options tune the CA.
@@ -72,7 +74,7 @@ func Start(t testing.TB, httpPort, tlsPort int, opt Options) *CA {
 		}
 	}
 	front := wfe.New(logger, store, validator, issuer, []string{"pebble.letsencrypt.org"}, false, opt.EABKeys != nil, 0, 0)
-	c := &CA{orders: map[string]int{}}
+	c := &CA{orders: map[string]int{}, finalized: map[string]int{}}
 	h := front.Handler()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c.Down.Load() {
@@ -83,6 +85,9 @@ func Start(t testing.TB, httpPort, tlsPort int, opt Options) *CA {
 		}
 		if r.Method == http.MethodPost && r.URL.Path == "/order-plz" {
 			c.countOrder(r)
+		}
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/finalize-order/") {
+			c.countFinalize(r)
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -122,6 +127,37 @@ func (c *CA) countOrder(r *http.Request) {
 	for _, id := range order.Identifiers {
 		c.orders[id.Value]++
 	}
+}
+
+// countFinalize records the names of a finalize request's CSR (RFC 8555,
+// section 7.4): an order whose authorizations all passed, for which the CA
+// issues a certificate.
+func (c *CA) countFinalize(r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var jws struct{ Payload string }
+	var fin struct{ CSR string }
+	json.Unmarshal(body, &jws)
+	payload, _ := base64.RawURLEncoding.DecodeString(jws.Payload)
+	json.Unmarshal(payload, &fin)
+	der, _ := base64.RawURLEncoding.DecodeString(fin.CSR)
+	csr, err := x509.ParseCertificateRequest(der)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, name := range csr.DNSNames {
+		c.finalized[name]++
+	}
+}
+
+// FinalizedFor returns the finalize requests the CA received for name: the
+// certificates it was asked to issue once every challenge passed.
+func (c *CA) FinalizedFor(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.finalized[name]
 }
 
 // OrdersFor returns the new-order requests the CA received for name.
