@@ -33,12 +33,15 @@ type Server struct {
 	base    Config // the configuration the listeners were built from
 	handler atomic.Pointer[Handler]
 
-	env     Env // shared by every Handler the Server builds
-	store   storeCloser
-	shared  *store.Resilient // the Redis store, when store.kind is redis
-	certs   *certs.Manager
-	tlsConf *tls.Config
-	metrics *metrics
+	env    Env // shared by every Handler the Server builds
+	store  storeCloser
+	shared *store.Resilient // the Redis store, when store.kind is redis
+	// certStore is the certificates' connection to the same Redis, with a
+	// timeout for background work (openCertStore).
+	certStore *store.Resilient
+	certs     *certs.Manager
+	tlsConf   *tls.Config
+	metrics   *metrics
 
 	h1   *http.Server
 	h1ln *chanListener
@@ -147,8 +150,12 @@ func New(cfg Config, log *slog.Logger) (s *Server, err error) {
 		// Certificates, keys and the ACME account live in Redis, where one
 		// node orders a name under a lock and the others read it; the
 		// directory stays as this node's warm copy for when Redis is away.
+		if s.certStore, err = openCertStore(cfg.Store); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { _ = s.certStore.Close() })
 		cc.Cache = certs.LayeredCache{
-			Shared: certs.StorageCache{Storage: s.shared, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }},
+			Shared: certs.StorageCache{Storage: s.certStore, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }},
 			Local:  certs.DirCache(cfg.TLS.Cache),
 			OnError: func(err error) {
 				s.log.LogAttrs(context.Background(), slog.LevelWarn, "certificate_cache", slog.String("error", err.Error()))
@@ -348,6 +355,7 @@ func (s *Server) Start() (err error) {
 	s.group.Go("certificates", func() error { return s.certs.Run(s.bg) })
 	if s.shared != nil {
 		s.group.Go("store", func() error { return s.shared.Run(s.bg) })
+		s.group.Go("certificate_store", func() error { return s.certStore.Run(s.bg) })
 	}
 	if s.env.Geo != nil {
 		s.group.Go("geo", func() error { return s.env.Geo.Run(s.bg) })
@@ -490,6 +498,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.env.access.close()
 	_ = s.store.Close()
+	if s.certStore != nil {
+		_ = s.certStore.Close()
+	}
 	return errors.Join(errs...)
 }
 
