@@ -3,17 +3,38 @@ GO      ?= go
 PKGS    ?= ./...
 # Debian packages the tests drive for real: command → package.
 SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl haproxy:haproxy \
-           wget:wget python3:python3 npm:npm node:nodejs
+           wget:wget python3:python3 npm:npm node:nodejs \
+           dpkg-deb:dpkg systemd-analyze:systemd man:man-db shellcheck:shellcheck
 # Packages without a command: fonts for the screenshots of the challenge page.
 SYSPKGS := fonts-noto-cjk
 
-.PHONY: demo test deps check unit fuzz bench build clean
+.PHONY: demo test deps check unit fuzz bench build deb clean
 
 demo:
 	$(GO) run ./cmd/edge demo
 
 build:
 	$(GO) build -o bin/edge ./cmd/edge
+
+# deb builds the Debian package into DEBDIR with nfpm, a Go tool dependency
+# (go.mod's tool line: nothing is downloaded besides Go modules): a static
+# binary, the man page made from its own help, the copyright file made from
+# the licenses of what it links, the systemd unit and the example
+# configuration as /etc/edge/edge.yaml. dist/dist_test.go builds and checks it.
+DEBDIR         ?= bin/deb
+DEB_ARCH       ?= $(shell $(GO) env GOARCH)
+DEB_MAINTAINER ?= Maat developers <maintainers@maatproxy.invalid>
+# v1.2.3 → 1.2.3; 3 commits after it → 1.2.3+git3.abcdef0; no tag → 0.0.0+git20261203.abcdef0.
+DEB_VERSION    ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null | sed -e 's/^v//' -e 's/-\([0-9]*\)-g\([0-9a-f]*\)$$/+git\1.\2/'); \
+                  [ -n "$$v" ] || v=0.0.0+git$$(git log -1 --format=%cd.%h --date=format:%Y%m%d 2>/dev/null); echo "$${v:-0.0.0}")
+
+deb:
+	@mkdir -p $(DEBDIR)
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags='-s -w' -o $(DEBDIR)/edge ./cmd/edge
+	$(GO) run ./dist/man -edge $(DEBDIR)/edge -o $(DEBDIR)/edge.1.gz
+	CGO_ENABLED=0 $(GO) run ./dist/notices -o $(DEBDIR)/copyright ./cmd/edge
+	VERSION='$(DEB_VERSION)' ARCH='$(DEB_ARCH)' DEBDIR='$(DEBDIR)' MAINTAINER='$(DEB_MAINTAINER)' \
+	  $(GO) tool nfpm package -f dist/nfpm.yaml -p deb -t $(DEBDIR)/
 
 # test installs what the tests need when it is missing, then runs every test.
 test: deps check unit
