@@ -469,7 +469,7 @@ func checkMDWE(t *testing.T, b pkgBuild) {
 
 	// The demo serves a request under MDWE: TLS, HTTP/2, the policy, the
 	// proxy and the demo upstream all run without writable code.
-	cmd := launch(ctx, edge, "demo", "-addr", "127.0.0.1:0", "-fp-log", "")
+	cmd := launch(ctx, edge, "demo", "-addr", "127.0.0.1:0", "-fp-log", filepath.Join(t.TempDir(), "fp.jsonl"))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -85,7 +85,8 @@ type command struct {
 
 // usage is the top-level help, read.
 type usage struct {
-	lines    []string // the lines before the command list: "usage: edge <command> [flags]"
+	lines    []string // the usage lines before the command list: "usage: edge <command> [flags]"
+	intro    []string // other lines before it: what edge is
 	commands []command
 	notes    []string // lines after the command list
 	indent   int      // of the first entry; deeper lines continue a summary
@@ -103,9 +104,11 @@ func parseHelp(text string) (usage, error) {
 		switch {
 		case state == 0 && strings.EqualFold(strings.TrimSpace(line), "commands:"):
 			state = 1
+		case state == 0 && strings.HasPrefix(strings.ToLower(line), "usage:"):
+			u.lines = append(u.lines, line)
 		case state == 0:
-			if line != "" {
-				u.lines = append(u.lines, line)
+			if line != "" || len(u.intro) > 0 {
+				u.intro = append(u.intro, line)
 			}
 		case state == 1 && line == "":
 			if len(u.commands) > 0 {
@@ -123,10 +126,19 @@ func parseHelp(text string) (usage, error) {
 	if len(u.commands) == 0 {
 		return u, errors.New(`the help lists no commands (want a line "commands:" and indented entries)`)
 	}
-	for len(u.notes) > 0 && u.notes[len(u.notes)-1] == "" {
-		u.notes = u.notes[:len(u.notes)-1]
-	}
+	u.intro, u.notes = trimBlank(u.intro), trimBlank(u.notes)
 	return u, nil
+}
+
+// trimBlank drops the empty lines at the ends of lines.
+func trimBlank(lines []string) []string {
+	for len(lines) > 0 && lines[0] == "" {
+		lines = lines[1:]
+	}
+	for len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
 }
 
 // addEntry reads one indented line of the command list.
@@ -216,6 +228,16 @@ func render(u usage, version string) []byte {
 	w(".SH SYNOPSIS\n")
 	preformatted(&b, u.lines)
 	w(".SH DESCRIPTION\n")
+	for _, l := range u.intro {
+		if l == "" {
+			w(".PP\n")
+			continue
+		}
+		w("%s\n", escape(l))
+	}
+	if len(u.intro) > 0 {
+		w(".PP\n")
+	}
 	w("%s\n", escape("edge stands in front of websites as their only front proxy. It terminates TLS and HTTP/3 with automatic ACME certificates, fingerprints every client (JA4, the order of HTTP header names, the HTTP/2 fingerprint), weighs those signals with a policy and allows, denies, rate-limits or challenges each request with a proof of work or a short wait, then proxies what it allows to the site's upstream."))
 	w(".SH COMMANDS\n")
 	for _, c := range u.commands {

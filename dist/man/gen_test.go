@@ -33,6 +33,7 @@ func TestParseHelp(t *testing.T) {
 		wantNames []string
 		wantSum   map[string]string
 		wantNotes []string
+		wantIntro []string
 		wantErr   bool
 	}{
 		{
@@ -50,6 +51,18 @@ func TestParseHelp(t *testing.T) {
 			wantNames: []string{"run", "trust"},
 			wantSum:   map[string]string{"run": "serve a configuration, reloading on SIGHUP"},
 			wantNotes: []string{"Run 'edge help COMMAND' for more."},
+		},
+		{
+			name: "intro, entries with flags and arguments, notes",
+			help: "usage: edge <command> [flags] [arguments]\n\nMaat's edge proxy.\n\ncommands:\n" +
+				"  run [flags] FILE               serve a configuration\n" +
+				"  fp top [flags] FILE…           summarize fingerprint logs\n" +
+				"  trust [flags] [FILE]           print or install the local CA\n\n" +
+				"edge help COMMAND describes a command.\nExit status: 0 ok, 1 failure, 2 usage error.\n",
+			wantNames: []string{"run", "fp top", "trust"},
+			wantSum:   map[string]string{"fp top": "summarize fingerprint logs"},
+			wantIntro: []string{"Maat's edge proxy."},
+			wantNotes: []string{"edge help COMMAND describes a command.", "Exit status: 0 ok, 1 failure, 2 usage error."},
 		},
 		{name: "no command list", help: "usage: edge <command>\n", wantErr: true},
 	} {
@@ -71,6 +84,9 @@ func TestParseHelp(t *testing.T) {
 			}
 			if !slices.Equal(names, tt.wantNames) {
 				t.Errorf("names = %q, want %q", names, tt.wantNames)
+			}
+			if !slices.Equal(u.intro, tt.wantIntro) {
+				t.Errorf("intro = %q, want %q", u.intro, tt.wantIntro)
 			}
 			if !slices.Equal(u.notes, tt.wantNotes) {
 				t.Errorf("notes = %q, want %q", u.notes, tt.wantNotes)
