@@ -412,6 +412,13 @@ func checkManPage(t *testing.T, b pkgBuild) {
 			t.Errorf("the man page lacks %q", want)
 		}
 	}
+	// The README installed with it shows every command too.
+	readme := readFile(t, filepath.Join(b.root, "usr/share/doc/edge/README.md"))
+	for _, c := range cmds {
+		if !regexp.MustCompile(`\bedge ` + regexp.QuoteMeta(c) + `\b`).MatchString(readme) {
+			t.Errorf("README.md does not show `edge %s`, which edge help lists", c)
+		}
+	}
 }
 
 func checkCopyright(t *testing.T, b pkgBuild) {
