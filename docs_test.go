@@ -10,10 +10,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/policy"
 )
 
 // commands are the commands of DESIGN.md's "Command line" and issue 17.
@@ -206,5 +212,122 @@ func TestDeadLinksCatches(t *testing.T) {
 				t.Errorf("deadLinks = %q, want one saying %q", bad, tt.wantBad)
 			}
 		})
+	}
+}
+
+// yamlBlock is a fenced YAML block of a Markdown file.
+type yamlBlock struct {
+	file string
+	line int
+	text string
+}
+
+var yamlFence = regexp.MustCompile("(?ms)^```yaml\\n(.*?)^```")
+
+func yamlBlocks(t *testing.T, files ...string) []yamlBlock {
+	t.Helper()
+	var out []yamlBlock
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for _, m := range yamlFence.FindAllStringSubmatchIndex(text, -1) {
+			out = append(out, yamlBlock{file: f, line: strings.Count(text[:m[2]], "\n") + 1, text: text[m[2]:m[3]]})
+		}
+	}
+	return out
+}
+
+// topKeys returns the top-level keys of a YAML block, or nil when it is a
+// fragment (a list item, an indented piece of a larger file).
+func topKeys(text string) []string {
+	var keys []string
+	for line := range strings.Lines(text) {
+		if line == "" || line[0] == ' ' || line[0] == '#' || line[0] == '\n' {
+			continue
+		}
+		if line[0] == '-' {
+			return nil
+		}
+		k, _, ok := strings.Cut(line, ":")
+		if !ok {
+			return nil
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// TestDocExamplesLoad loads every complete YAML example of the README and
+// docs/ as the edge would: configuration examples with edge.ParseConfig (a
+// fragment without sites gets a placeholder site; static roots are made
+// under a scratch directory; a bcrypt placeholder becomes a real hash),
+// policy examples with policy.Parse (a fragment without bots imports the
+// default policy). Blocks that are pieces of a larger file (list items) are
+// left out.
+func TestDocExamplesLoad(t *testing.T) {
+	t.Parallel()
+	configKeys := map[string]bool{}
+	ct := reflect.TypeFor[edge.Config]()
+	for i := range ct.NumField() {
+		if name, _, _ := strings.Cut(ct.Field(i).Tag.Get("yaml"), ","); name != "" && name != "-" {
+			configKeys[name] = true
+		}
+	}
+	policyKeys := map[string]bool{"bots": true, "thresholds": true, "signals": true, "hosting_asns": true, "status_codes": true}
+	dir := t.TempDir()
+	rootRe := regexp.MustCompile(`(root: )(/[^\s,}]+)`)
+	hashRe := regexp.MustCompile(`"\$2y\$10\$[^"]*"`)
+	errorPageRe := regexp.MustCompile(`\b[1-5][0-9][0-9]: /([^\s,}/]+)`) // errors: {404: /404.html}
+	hash, err := bcrypt.GenerateFromPassword([]byte("example"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := func(keys []string, set map[string]bool) bool {
+		return !slices.ContainsFunc(keys, func(k string) bool { return !set[k] })
+	}
+	checked := 0
+	for _, b := range yamlBlocks(t, "README.md", "docs/configuration.md", "docs/faq.md", "docs/operations.md", "docs/policy.md") {
+		keys := topKeys(b.text)
+		name := fmt.Sprintf("%s:%d", b.file, b.line)
+		switch {
+		case len(keys) == 0:
+		case all(keys, configKeys):
+			text := rootRe.ReplaceAllStringFunc(b.text, func(m string) string {
+				sub := rootRe.FindStringSubmatch(m)
+				d := filepath.Join(dir, sub[2])
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				for _, page := range errorPageRe.FindAllStringSubmatch(b.text, -1) {
+					if err := os.WriteFile(filepath.Join(d, page[1]), []byte("not found"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return sub[1] + d
+			})
+			text = hashRe.ReplaceAllLiteralString(text, `"`+string(hash)+`"`)
+			if !slices.Contains(keys, "sites") {
+				text += "sites: [{hosts: [example.org], upstream: \"http://127.0.0.1:3000\"}]\n"
+			}
+			if _, err := edge.ParseConfig(name, []byte(text)); err != nil {
+				t.Errorf("the configuration example at %s does not load:\n%v\n%s", name, err, b.text)
+			}
+			checked++
+		case all(keys, policyKeys):
+			text := b.text
+			if !slices.Contains(keys, "bots") {
+				text = "bots:\n  - import: (builtin)/default.yaml\n" + text
+			}
+			if _, err := policy.Parse(name, []byte(text), policy.Options{}); err != nil {
+				t.Errorf("the policy example at %s does not load:\n%v\n%s", name, err, b.text)
+			}
+			checked++
+		}
+	}
+	if checked < 15 {
+		t.Errorf("only %d examples were checked: is the block detection broken?", checked)
 	}
 }
