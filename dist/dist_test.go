@@ -116,7 +116,7 @@ func TestDebianPackage(t *testing.T) {
 func buildPackage(t *testing.T, mk, repo string) pkgBuild {
 	t.Helper()
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a cold build cache; warm, seconds
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a cold build cache on a busy machine; warm, seconds
 	defer cancel()
 	cmd := exec.CommandContext(ctx, mk, "-s", "deb", "DEBDIR="+out)
 	cmd.Dir = repo
