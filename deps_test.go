@@ -34,8 +34,10 @@ func allowed(from, to string) bool {
 	top := func(p string) string { return strings.SplitN(p, "/", 2)[0] }
 	if strings.HasPrefix(to, "internal/test") {
 		// Test helpers never reach a binary; only code generators (run by
-		// go generate, never linked) and other test helpers use them.
-		return strings.Contains(from, "/internal/gen") || strings.HasPrefix(from, "internal/test")
+		// go generate, never linked), bench programs (run from the tree by
+		// make, never shipped) and other test helpers use them.
+		return strings.Contains(from, "/internal/gen") || strings.HasPrefix(from, "internal/test") ||
+			strings.HasPrefix(from, "bench/")
 	}
 	switch {
 	case shared[top(from)]:
@@ -127,6 +129,8 @@ func TestPolicyTable(t *testing.T) {
 		{"tlsfp", "tlsfp/internal/gen", true},
 		{"tlsfp/internal/genclients", "internal/testclient", true},
 		{"tlsfp", "internal/testclient", false},
+		{"bench/attack", "internal/testattack", true},
+		{"cmd/edge", "internal/testattack", false},
 	} {
 		if got := allowed(tt.from, tt.to); got != tt.want {
 			t.Errorf("allowed(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)
