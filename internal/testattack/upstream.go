@@ -1,0 +1,129 @@
+package testattack
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Upstream is the site's application: it reads every request body, then
+// answers "ok"; under /big/ it answers BigSize bytes. It counts what
+// reaches it: connections (at once and at most), requests (the honest
+// client's, under /honest/, apart), /big/ responses in progress, and the
+// largest request head.
+type Upstream struct {
+	URL     string
+	BigSize int64
+
+	srv   *http.Server
+	done  chan error
+	chunk []byte // what /big/ is made of
+
+	conns, maxConns  atomic.Int64
+	requests, honest atomic.Int64
+	bigInFlight      atomic.Int64
+	maxHead          atomic.Int64
+}
+
+// UpstreamStats are the Upstream's counters at one time.
+type UpstreamStats struct {
+	Conns, MaxConns int64 // connections open now, and at most since ResetMax
+	Requests        int64 // attack requests (not /honest/) received
+	Honest          int64 // honest requests received
+	BigInFlight     int64 // /big/ responses being written
+	MaxHeadBytes    int64 // the largest request head (request line and header fields)
+}
+
+// NewUpstream starts an Upstream on a loopback port.
+func NewUpstream(bigSize int64) (*Upstream, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	u := &Upstream{URL: "http://" + ln.Addr().String(), BigSize: bigSize, done: make(chan error, 1),
+		chunk: bytes.Repeat([]byte("x"), 64<<10)}
+	u.srv = &http.Server{
+		Handler:           http.HandlerFunc(u.serve),
+		MaxHeaderBytes:    4 << 20, // see what an edge forwards, whatever its size
+		ReadHeaderTimeout: time.Minute,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			switch s {
+			case http.StateNew:
+				raise(&u.maxConns, u.conns.Add(1))
+			case http.StateClosed, http.StateHijacked:
+				u.conns.Add(-1)
+			}
+		},
+	}
+	go func() { u.done <- u.srv.Serve(ln) }()
+	return u, nil
+}
+
+// Close stops the upstream and its connections.
+func (u *Upstream) Close() error {
+	err := u.srv.Close()
+	if serr := <-u.done; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// Stats returns the counters.
+func (u *Upstream) Stats() UpstreamStats {
+	return UpstreamStats{
+		Conns: u.conns.Load(), MaxConns: u.maxConns.Load(),
+		Requests: u.requests.Load(), Honest: u.honest.Load(),
+		BigInFlight: u.bigInFlight.Load(), MaxHeadBytes: u.maxHead.Load(),
+	}
+}
+
+// ResetMax starts the count of connections at most afresh.
+func (u *Upstream) ResetMax() { u.maxConns.Store(u.conns.Load()) }
+
+func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/honest/") {
+		u.honest.Add(1)
+	} else {
+		u.requests.Add(1)
+	}
+	head := int64(len(r.Method) + len(r.URL.RequestURI()) + len("  HTTP/1.1\r\n\r\n") + len(r.Host) + len("Host: \r\n"))
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			head += int64(len(k) + len(v) + len(": \r\n"))
+		}
+	}
+	raise(&u.maxHead, head)
+	if _, err := io.Copy(io.Discard, r.Body); err != nil {
+		return
+	}
+	if !strings.HasPrefix(r.URL.Path, "/big/") {
+		_, _ = io.WriteString(w, "ok")
+		return
+	}
+	u.bigInFlight.Add(1)
+	defer u.bigInFlight.Add(-1)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(u.BigSize, 10))
+	ctx := r.Context()
+	for left := u.BigSize; left > 0 && ctx.Err() == nil; left -= int64(len(u.chunk)) {
+		if _, err := w.Write(u.chunk[:min(left, int64(len(u.chunk)))]); err != nil {
+			return
+		}
+	}
+}
+
+// raise sets max to v if v is larger, with compare-and-swap.
+func raise(max *atomic.Int64, v int64) {
+	for {
+		m := max.Load()
+		if v <= m || max.CompareAndSwap(m, v) {
+			return
+		}
+	}
+}
