@@ -8,7 +8,7 @@ SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin cur
 # Packages without a command: fonts for the screenshots of the challenge page.
 SYSPKGS := fonts-noto-cjk
 
-.PHONY: demo test deps check unit fuzz bench build deb clean
+.PHONY: demo test deps check unit fuzz bench attack build deb clean
 
 demo:
 	$(GO) run ./cmd/edge demo
@@ -73,6 +73,14 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	@for s in bench/*.sh; do [ -x "$$s" ] && "$$s"; done; true
+
+# attack runs the attack suite (bench/attack) against this tree's edge, one
+# fresh edge process per attack, and prints a Markdown table (about 2½
+# minutes). ATTACKFLAGS passes flags: -src DIR attacks another tree's edge,
+# -run REGEXP some attacks only; see go run ./bench/attack -h.
+ATTACKFLAGS ?=
+attack:
+	$(GO) run ./bench/attack $(ATTACKFLAGS)
 
 clean:
 	rm -rf bin edge-fp.jsonl
