@@ -78,7 +78,7 @@ func TestShortKeepsGivenFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.p.IdleConns != 7 || o.p.ResetStreams != 1000 || o.p.Hold != 40*time.Second || !o.run.MatchString("idle") {
+	if o.p.IdleConns != 7 || o.p.ResetStreams != 500 || o.p.Hold != 40*time.Second || !o.run.MatchString("idle") {
 		t.Errorf("idle %d, resets %d, hold %v, run %v", o.p.IdleConns, o.p.ResetStreams, o.p.Hold, o.run)
 	}
 	o, err = parseFlags([]string{"attack"}, &out)

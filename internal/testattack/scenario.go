@@ -88,11 +88,11 @@ func Full() Params {
 // Short are small counts, for tests against an edge with short timeouts.
 func Short() Params {
 	return Params{
-		ResetStreams: 1000,
+		ResetStreams: 500,
 		HeldConns:    2, HeldStreams: 50,
 		TrickleClients: 4, TrickleEvery: 400 * time.Millisecond,
 		SlowConns: 8, SlowStreams: 20,
-		IdleConns: 100, IdleSources: 4, IdleHold: 200 * time.Millisecond,
+		IdleConns: 60, IdleSources: 4, IdleHold: 200 * time.Millisecond,
 		AuthClients: 4, AuthEvery: 20 * time.Millisecond, AuthFor: time.Second,
 		QUICClients: 40, QUICGiveUp: time.Second,
 		HeaderRequests: 3, H2HeaderBytes: 200 << 10, H1HeaderBytes: 100 << 10,
