@@ -44,7 +44,7 @@ sites: [{hosts: [localhost], upstream: %s, compress: false,
   routes: [{path: /admin/, upstream: %[1]s, basic_auth: {users: {%s: %q}}}]}]
 `, up.URL, testattack.AuthUser, hash))
 	target := testattack.Target{HTTPS: e.Addrs().HTTPS, HTTP3: e.Addrs().HTTP3, TLS: e.tlsConfig(),
-		Host: "localhost", Upstream: up, AuthPath: "/admin/"}
+		Host: "localhost", Upstream: up, AuthPath: "/admin/", AuthPassword: "right"}
 	// The upstream connections the edge keeps idle in its pool are not a
 	// leak; they are let go before each count.
 	quiesce := func() { e.Server.handler.Load().transport.CloseIdleConnections() }

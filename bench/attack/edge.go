@@ -50,8 +50,12 @@ type edgeProc struct {
 	log    *os.File
 }
 
-// authPath is the site's path behind basic auth.
-const authPath = "/admin/"
+// authPath is the site's path behind basic auth, for
+// testattack.AuthUser with authPassword.
+const (
+	authPath     = "/admin/"
+	authPassword = "correct horse battery staple"
+)
 
 // config is the edge's configuration: one site, its upstream, a route
 // behind basic auth, HTTP/3, the admin listener; the limits are the
@@ -89,8 +93,8 @@ func startEdge(ctx context.Context, o options, bin, dir, upstream string, stderr
 	if err != nil {
 		return nil, err
 	}
-	// Nobody logs in: the hash is of a password nobody knows.
-	hash, err := bcrypt.GenerateFromPassword([]byte(strconv.FormatInt(time.Now().UnixNano(), 36)), bcrypt.DefaultCost)
+	// At bcrypt's default cost, as htpasswd -B and most tools write it.
+	hash, err := bcrypt.GenerateFromPassword([]byte(authPassword), bcrypt.DefaultCost)
 	if err != nil {
 		return nil, err
 	}

@@ -112,7 +112,8 @@ func runScenario(ctx context.Context, o options, bin, dir string, sc testattack.
 	defer e.stop()
 	r := row{title: sc.Title}
 	var base snapshot
-	t := testattack.Target{HTTPS: e.https, HTTP3: e.https, TLS: e.tls, Host: "localhost", Upstream: up, AuthPath: authPath}
+	t := testattack.Target{HTTPS: e.https, HTTP3: e.https, TLS: e.tls, Host: "localhost", Upstream: up,
+		AuthPath: authPath, AuthPassword: authPassword}
 	t.OnHeld = func(held int) {
 		s, err := e.snapshot(ctx)
 		if err != nil || held == 0 {

@@ -14,7 +14,9 @@ import (
 
 // authFlood has p.AuthClients clients, each from its own address, try a
 // wrong password for AuthUser on t.AuthPath every p.AuthEvery (or as soon
-// as the last try is answered, if later) for p.AuthFor.
+// as the last try is answered, if later) for p.AuthFor. Meanwhile, if
+// t.AuthPassword is set, an honest user at 127.0.0.1 logs in with it twice
+// a second.
 func authFlood(ctx context.Context, t Target, p Params, out *Outcome) error {
 	if t.AuthPath == "" {
 		return fmt.Errorf("testattack: the target has no path behind basic auth")
@@ -29,31 +31,28 @@ func authFlood(ctx context.Context, t Target, p Params, out *Outcome) error {
 			tr := &http.Transport{DialContext: d.DialContext, TLSClientConfig: t.attackTLS("http/1.1"),
 				TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
 			defer tr.CloseIdleConnections()
-			tick := time.NewTicker(p.AuthEvery)
-			defer tick.Stop()
-			for n := 0; ctx.Err() == nil; n++ {
-				req, _ := http.NewRequestWithContext(ctx, "GET", "https://"+t.HTTPS+t.AuthPath, nil)
-				req.Host = t.Host
-				req.Header.Set("User-Agent", "curl/8.5.0")
-				req.SetBasicAuth(AuthUser, fmt.Sprintf("wrong-%d-%d", i, n))
-				start := time.Now()
-				res, err := tr.RoundTrip(req)
-				if ctx.Err() != nil {
-					return // the flood is over; an answer cut short is not counted
+			pace(ctx, p.AuthEvery, func(n int) {
+				if k, took, ok := t.login(ctx, tr, t.AuthPath, fmt.Sprintf("wrong-%d-%d", i, n)); ok {
+					out.Answers.Add(k, 1)
+					if took > 0 {
+						tries.add(took)
+					}
 				}
-				if err != nil {
-					out.Answers.Add(errKind(err), 1)
-				} else {
-					_, _ = io.Copy(io.Discard, res.Body)
-					res.Body.Close()
-					out.Answers.Add(strconv.Itoa(res.StatusCode), 1)
-					tries.add(time.Since(start))
+			})
+		})
+	}
+	var honest Tally
+	var logins spread
+	if t.AuthPassword != "" {
+		wg.Go(func() {
+			tr := &http.Transport{TLSClientConfig: t.tlsConfig("http/1.1")}
+			defer tr.CloseIdleConnections()
+			pace(ctx, 500*time.Millisecond, func(int) {
+				if k, took, ok := t.login(ctx, tr, t.AuthPath+"honest/", t.AuthPassword); ok {
+					honest.Add(k, 1)
+					logins.add(took)
 				}
-				select {
-				case <-tick.C:
-				case <-ctx.Done():
-				}
-			}
+			})
 		})
 	}
 	wg.Wait()
@@ -62,5 +61,46 @@ func authFlood(ctx context.Context, t Target, p Params, out *Outcome) error {
 	if s := tries.String(); s != "" {
 		out.Note("each answered in %s", s)
 	}
+	if honest.Total() > 0 {
+		out.Note("the honest user's logins: %s, answered in %s", honest.String(), logins.String())
+	}
 	return nil
+}
+
+// pace calls f(0), f(1), … every every (or as soon as the last call
+// returned, if later) until ctx ends.
+func pace(ctx context.Context, every time.Duration, f func(n int)) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for n := 0; ctx.Err() == nil; n++ {
+		f(n)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// login asks for path as AuthUser with password and returns what the edge
+// answered and how long it took (0 for a failure); ok is false when ctx
+// ended first, and the answer does not count.
+func (t Target) login(ctx context.Context, tr *http.Transport, path, password string) (kind string, took time.Duration, ok bool) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", "https://"+t.HTTPS+path, nil)
+	req.Host = t.Host
+	req.Header.Set("User-Agent", "curl/8.5.0")
+	req.SetBasicAuth(AuthUser, password)
+	start := time.Now()
+	res, err := tr.RoundTrip(req)
+	if ctx.Err() != nil {
+		if err == nil {
+			res.Body.Close()
+		}
+		return "", 0, false
+	}
+	if err != nil {
+		return errKind(err), 0, true
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return strconv.Itoa(res.StatusCode), time.Since(start), true
 }

@@ -25,9 +25,10 @@ type Target struct {
 	TLS      *tls.Config
 	Host     string
 	Upstream *Upstream
-	// AuthPath is a path behind basic auth (user AuthUser, any password
-	// but "wrong…"); "" skips the password flood.
-	AuthPath string
+	// AuthPath is a path behind basic auth for user AuthUser, whose
+	// password is AuthPassword (never "wrong…"); "" skips the password
+	// flood, and AuthPassword "" the honest user's logins during it.
+	AuthPath, AuthPassword string
 	// OnHeld, if set, is called when an attack holds all it will hold and
 	// is steady (the idle connections are all open), so that the caller
 	// can measure what they cost.

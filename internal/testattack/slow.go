@@ -161,5 +161,5 @@ func (s *spread) String() string {
 	if s.n == 0 {
 		return ""
 	}
-	return s.least.Round(100*time.Millisecond).String() + "–" + s.most.Round(100*time.Millisecond).String()
+	return s.least.Round(10*time.Millisecond).String() + "–" + s.most.Round(10*time.Millisecond).String()
 }

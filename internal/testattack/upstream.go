@@ -15,8 +15,8 @@ import (
 // Upstream is the site's application: it reads every request body, then
 // answers "ok"; under /big/ it answers BigSize bytes. It counts what
 // reaches it: connections (at once and at most), requests (the honest
-// client's, under /honest/, apart), /big/ responses in progress, and the
-// largest request head.
+// client's, whose paths hold /honest/, apart), /big/ responses in
+// progress, and the largest request head.
 type Upstream struct {
 	URL     string
 	BigSize int64
@@ -87,7 +87,7 @@ func (u *Upstream) Stats() UpstreamStats {
 func (u *Upstream) ResetMax() { u.maxConns.Store(u.conns.Load()) }
 
 func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, "/honest/") {
+	if strings.Contains(r.URL.Path, "/honest/") {
 		u.honest.Add(1)
 	} else {
 		u.requests.Add(1)
