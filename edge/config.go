@@ -337,6 +337,15 @@ type Limits struct {
 	// send_timeout): a client that stops reading is dropped after it.
 	// Default 30s; 0s turns it off. Websockets are not bounded by it.
 	WriteTimeout Duration `yaml:"write_timeout"`
+	// SpillBytes and SpillTotal bound the buffering of responses for slow
+	// clients: when a write to a client blocks, the rest of the upstream's
+	// answer is read ahead into memory and a temporary file, so that the
+	// upstream connection is free again (nginx's proxy_buffering), up to
+	// SpillBytes per response and SpillTotal for all at once; beyond, the
+	// client reads from the upstream at its own pace. Defaults 64 MiB and
+	// 1 GiB; spill_total: 0 is the default, -1 turns buffering off.
+	SpillBytes int64 `yaml:"spill_bytes"`
+	SpillTotal int64 `yaml:"spill_total"`
 	// Ranges caps the byte ranges of one Range request; a request with
 	// more is served whole (as Apache's MaxRanges does). Default 100.
 	Ranges int `yaml:"ranges"`
@@ -387,6 +396,8 @@ func DefaultConfig() Config {
 			BodyMinRate:       500,
 			WriteTimeout:      Duration(30 * time.Second),
 			Ranges:            100,
+			SpillBytes:        64 << 20,
+			SpillTotal:        1 << 30,
 			AuthAttempts:      10,
 			QUICHandshakes:    64,
 		},

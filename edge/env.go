@@ -58,6 +58,7 @@ type Env struct {
 	access   *accessLogs
 	inflight *clientCounter // requests in flight per client (limits.requests_per_client)
 	bcrypt   chan struct{}  // bcrypt comparisons running at once
+	spill    *spillBudget   // bytes of responses buffered for slow clients
 }
 
 // resolve fills the zero fields of a copy of e with private defaults, and

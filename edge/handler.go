@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/maatproxy/maat/challenge"
@@ -33,7 +34,8 @@ type Handler struct {
 	proxy      *httputil.ReverseProxy
 	compressed http.Handler // answer, with responses compressed where they qualify
 	diverts    map[string]*diverter
-	own        []func() // closes what NewHandler opened for a zero Env field
+	prebufs    sync.Pool // *[]byte of prebufferBytes
+	own        []func()  // closes what NewHandler opened for a zero Env field
 }
 
 // NewHandler builds the Handler of cfg. What outlives a configuration comes
@@ -49,7 +51,11 @@ func NewHandler(cfg Config, env Env) (*Handler, error) {
 	if env.bcrypt == nil {
 		env.bcrypt = newBcryptSlots()
 	}
+	if env.spill == nil {
+		env.spill = &spillBudget{max: max(cfg.Limits.SpillTotal, 0)}
+	}
 	h := &Handler{cfg: cfg, env: env, own: own}
+	h.prebufs.New = func() any { b := make([]byte, prebufferBytes); return &b }
 	if err != nil {
 		h.Close()
 		return nil, err
@@ -118,6 +124,7 @@ func (h *Handler) Close() {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.newState(r)
 	rec := &recorder{ResponseWriter: w}
+	st.rec = rec
 	if wt := h.cfg.Limits.WriteTimeout.D(); wt > 0 && r.Header.Get("Upgrade") == "" {
 		rec.rc, rec.writeTimeout = http.NewResponseController(w), wt
 		_ = rec.rc.SetWriteDeadline(time.Time{}) // none left from the connection's last request
@@ -179,6 +186,9 @@ func (h *Handler) forward(w *recorder, r *http.Request, st *reqState) {
 		r.Body = http.MaxBytesReader(w, r.Body, st.site.maxBody)
 	}
 	h.limitBody(w, r, st)
+	if !h.prebuffer(w, r, st) {
+		return
+	}
 	if st.site.compress {
 		h.compressed.ServeHTTP(w, r)
 		return

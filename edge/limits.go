@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -118,4 +119,68 @@ func (c *clientCounter) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.n)
+}
+
+// prebufferBytes is how much of a request body the edge reads before it
+// takes an upstream connection (nginx's client_body_buffer_size): a body
+// that size or smaller is complete before the upstream is asked, so a
+// client that never sends its body (or sends it slowly) holds no upstream
+// connection; a larger one streams once its first prebufferBytes came.
+const prebufferBytes = 16 << 10
+
+// prebuffer reads the start of r's body (within the body's time bounds)
+// before the request goes upstream. It answers and reports false when the
+// client fails to send it.
+func (h *Handler) prebuffer(w http.ResponseWriter, r *http.Request, st *reqState) bool {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || st.route.static != nil {
+		return true
+	}
+	bp := h.prebufs.Get().(*[]byte)
+	buf := (*bp)[:prebufferBytes]
+	n, err := io.ReadFull(r.Body, buf)
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF: // the whole body
+		body := make([]byte, n)
+		copy(body, buf[:n])
+		h.prebufs.Put(bp)
+		_ = r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(n)
+		if n == 0 {
+			r.Body = http.NoBody
+		}
+		return true
+	case err != nil:
+		h.prebufs.Put(bp)
+		st.clientErr = err
+		h.upstreamError(w, r, err)
+		return false
+	}
+	r.Body = &prefixBody{prefix: buf, buf: bp, pool: &h.prebufs, ReadCloser: r.Body}
+	return true
+}
+
+// prefixBody is a body whose first bytes were read ahead.
+type prefixBody struct {
+	prefix []byte
+	buf    *[]byte // prefix's storage, from pool
+	pool   *sync.Pool
+	io.ReadCloser
+}
+
+func (b *prefixBody) Read(p []byte) (int, error) {
+	if len(b.prefix) > 0 {
+		n := copy(p, b.prefix)
+		b.prefix = b.prefix[n:]
+		return n, nil
+	}
+	return b.ReadCloser.Read(p)
+}
+
+func (b *prefixBody) Close() error {
+	if b.buf != nil {
+		b.pool.Put(b.buf)
+		b.buf, b.prefix = nil, nil
+	}
+	return b.ReadCloser.Close()
 }

@@ -476,3 +476,110 @@ func TestQUICHandshakesBounded(t *testing.T) {
 		t.Errorf("%v good QUIC handshakes counted, want the honest one", v)
 	}
 }
+
+// TestBodiesThatNeverComeHoldNoUpstream: requests whose body never arrives
+// (HTTP/2 HEADERS without END_STREAM, and an HTTP/1.1 Content-Length with
+// no bytes) do not reach the upstream, so they cannot take its few
+// connections from honest requests; a small body arrives whole.
+func TestBodiesThatNeverComeHoldNoUpstream(t *testing.T) {
+	t.Parallel()
+	up := newGatedUpstream(t)
+	up.open()
+	e := startEdge(t, "limits: {upstream_conns: 2, upstream_queue: 1s, body_timeout: 3s}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	conn, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fr := newH2Client(t, conn)
+	for i := range 20 {
+		fr.headers(uint32(2*i+1), "POST", "/never", false)
+	}
+	for range 4 {
+		c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "POST /never HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 100\r\n\r\n")
+	}
+	h := e.client(t, "h1")
+	for i := range 5 {
+		start := time.Now()
+		req, _ := http.NewRequest("POST", e.url("/honest"), strings.NewReader("a small form"))
+		req.Host = "localhost"
+		req.Header.Set("User-Agent", "curl/8.5.0")
+		res, err := h.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 || time.Since(start) > time.Second {
+			t.Errorf("honest request %d: %d after %v", i, res.StatusCode, time.Since(start))
+		}
+	}
+	if n := up.requests.Load(); n != 5 {
+		t.Errorf("the upstream got %d requests, want only the 5 honest ones", n)
+	}
+}
+
+// TestSlowReadersFreeTheUpstream: clients that stop reading a large answer
+// do not keep the upstream's connections: the edge reads the rest ahead
+// (memory, then a file) and frees them, so honest requests go through; what
+// a slow client finally reads is byte for byte the upstream's answer.
+func TestSlowReadersFreeTheUpstream(t *testing.T) {
+	t.Parallel()
+	big := make([]byte, 6<<20)
+	for i := range big {
+		big[i] = byte(i * 7 % 251)
+	}
+	var inflight, maxInflight atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raise(&maxInflight, inflight.Add(1))
+		defer inflight.Add(-1)
+		if r.URL.Path == "/big" {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			_, _ = w.Write(big)
+			return
+		}
+		_, _ = io.WriteString(w, "small")
+	}))
+	t.Cleanup(up.Close)
+	e := startEdge(t, "limits: {upstream_conns: 2, upstream_queue: 5s, write_timeout: 30s}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
+	var slow []*tls.Conn
+	for range 4 {
+		c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET /big HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+		slow = append(slow, c) // and never read, for now
+	}
+	// The upstream finishes its answers into the edge's buffers.
+	if !waitFor(t, 10*time.Second, func() bool { return inflight.Load() == 0 && maxInflight.Load() > 0 }) {
+		t.Fatalf("the upstream still answers %d slow readers", inflight.Load())
+	}
+	h := e.client(t, "h2")
+	start := time.Now()
+	if res, body := get(t, h, e.url("/small"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 || body != "small" {
+		t.Errorf("honest request: %d %q", res.StatusCode, body)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the honest request waited %v", d)
+	}
+	// A slow reader at last reads: the whole answer, intact.
+	res, err := http.ReadResponse(bufioReader(slow[0]), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(res.Body)
+	if err != nil || !bytes.Equal(got, big) {
+		t.Errorf("the slow reader got %d bytes (%v), want the %d the upstream sent", len(got), err, len(big))
+	}
+	if v := counterValue(e.Server.metrics.limited.WithLabelValues("spill_full")); v != 0 {
+		t.Errorf("spill_full %v times", v)
+	}
+}

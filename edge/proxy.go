@@ -295,6 +295,14 @@ func (h *Handler) upstreamResponse(res *http.Response) error {
 		st.route.respOps[i].apply(hdr)
 	}
 	h.env.metrics.upstream.WithLabelValues(st.site.name).Observe(sinceSeconds(st.start))
+	if h.cfg.Limits.SpillTotal >= 0 && res.StatusCode != http.StatusSwitchingProtocols &&
+		res.Body != nil && res.Body != http.NoBody && res.ContentLength != 0 {
+		sb := newSpillBody(res.Body, h.cfg.Limits.SpillBytes, h.env.spill, func() {
+			h.env.metrics.limited.WithLabelValues("spill_full").Inc()
+		})
+		res.Body = sb
+		st.rec.spill = sb
+	}
 	return nil
 }
 

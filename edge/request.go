@@ -33,10 +33,11 @@ type reqState struct {
 	challenge   *fplog.Challenge
 	rules       []string
 	rulesBuf    [8]string
-	status      int      // overrides the recorded status (499: the client left)
-	upstreamErr error    // why the upstream exchange failed, for the log
-	clientErr   error    // why reading the client's request failed
-	geo         geo.Info // the client's ASN and country, with geo databases
+	status      int       // overrides the recorded status (499: the client left)
+	upstreamErr error     // why the upstream exchange failed, for the log
+	clientErr   error     // why reading the client's request failed
+	geo         geo.Info  // the client's ASN and country, with geo databases
+	rec         *recorder // the response, as the edge writes it
 	demo        bool
 	user        string // the basic-auth user, once accepted
 }
@@ -105,6 +106,10 @@ type recorder struct {
 	// (limits.write_timeout): a client that stops reading is dropped.
 	rc           *http.ResponseController
 	writeTimeout time.Duration
+	// spill, when an upstream answers, is its body; a write that blocks
+	// for spillAfter starts draining it ahead of the client.
+	spill      *spillBody
+	spillTimer *time.Timer
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -120,6 +125,14 @@ func (r *recorder) Write(p []byte) (int, error) {
 	}
 	if r.rc != nil {
 		_ = r.rc.SetWriteDeadline(time.Now().Add(r.writeTimeout))
+	}
+	if r.spill != nil {
+		if r.spillTimer == nil {
+			r.spillTimer = time.AfterFunc(spillAfter, r.spill.drain)
+		} else {
+			r.spillTimer.Reset(spillAfter)
+		}
+		defer r.spillTimer.Stop()
 	}
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)

@@ -325,6 +325,9 @@ func (c *Config) validateLimits(p *problems) {
 			p.add("limits."+n.key, "must be at least %d", n.least)
 		}
 	}
+	if l.SpillBytes < 0 || l.SpillTotal < -1 {
+		p.add("limits", "spill_bytes must not be negative, spill_total must be -1 (off) or more")
+	}
 	if l.UpstreamQueue <= 0 {
 		p.add("limits.upstream_queue", "must be positive")
 	}

@@ -1,0 +1,235 @@
+package edge
+
+import (
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A slow client must not hold an upstream connection (limits.upstream_conns
+// is a few dozen) while it reads at its own pace: nginx buffers every
+// response for that (proxy_buffering). The edge streams responses straight
+// through, which costs nothing for a client that keeps up, and starts
+// buffering only when a write to the client blocks for spillAfter: then a
+// goroutine drains the rest of the upstream's body into memory and a file,
+// within limits.spill_bytes per response and limits.spill_total in all, and
+// the upstream connection is freed as soon as the upstream is done. The
+// client then reads from the buffer, still bounded by limits.write_timeout.
+
+// spillAfter is how long a write to the client may block before the
+// response's body is drained from the upstream into a buffer.
+const spillAfter = 200 * time.Millisecond
+
+// spillMem is how much of a drained body is kept in memory before the rest
+// goes to a file.
+const spillMem = 64 << 10
+
+// spillBudget is the bytes all drained bodies may hold at once
+// (limits.spill_total), shared by the Handlers a Server swaps in.
+type spillBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// take reserves n bytes, or reports false.
+func (b *spillBudget) take(n int64) bool {
+	if b.used.Add(n) > b.max {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+func (b *spillBudget) give(n int64) { b.used.Add(-n) }
+
+// spillBody is an upstream response body that can be drained ahead of a
+// slow client.
+type spillBody struct {
+	src    io.ReadCloser // the upstream's body; closing it frees the connection slot
+	max    int64         // bytes one body may buffer
+	budget *spillBudget
+	onFull func() // called once when a body could not be buffered whole
+
+	mu       sync.Mutex
+	cond     sync.Cond
+	draining bool
+	stop     bool   // Close was called: the drainer stops
+	done     bool   // the drainer has ended
+	srcErr   error  // what ended the drain: io.EOF, an upstream error, or nil (buffer full)
+	pending  []byte // read from the upstream but not buffered (the buffer was full)
+	mem      []byte
+	file     *os.File
+	size     int64 // bytes buffered (mem, then file)
+	off      int64 // bytes the client has been given from the buffer
+	reserved int64 // bytes taken from the budget
+	wg       sync.WaitGroup
+}
+
+func newSpillBody(src io.ReadCloser, max int64, budget *spillBudget, onFull func()) *spillBody {
+	b := &spillBody{src: src, max: max, budget: budget, onFull: onFull}
+	b.cond.L = &b.mu
+	return b
+}
+
+// drain starts buffering ahead of the client; it runs once, from the timer
+// of a blocked write.
+func (b *spillBody) drain() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.draining || b.stop || b.done {
+		return
+	}
+	b.draining = true
+	b.wg.Go(b.run)
+}
+
+// run reads the upstream's body into the buffer until it ends, the buffer
+// is full, or Close stops it.
+func (b *spillBody) run() {
+	buf := make([]byte, 32<<10)
+	var err error
+	for {
+		var n int
+		n, err = b.src.Read(buf)
+		if n > 0 && !b.append(buf[:n]) {
+			err = nil // full: the client reads the rest from the upstream
+			break
+		}
+		if err != nil {
+			break
+		}
+		b.mu.Lock()
+		stop := b.stop
+		b.mu.Unlock()
+		if stop {
+			err = nil
+			break
+		}
+	}
+	if err == io.EOF {
+		_ = b.src.Close() // the upstream is done: free its connection now
+	}
+	b.mu.Lock()
+	b.srcErr, b.done = err, true
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+// append buffers p, or reports false when it does not fit: then nothing of
+// p is buffered, the drain ends, and p waits in pending for the client.
+func (b *spillBody) append(p []byte) bool {
+	n := int64(len(p))
+	b.mu.Lock()
+	size := b.size
+	b.mu.Unlock()
+	if size+n > b.max || !b.budget.take(n) {
+		b.keepPending(p)
+		if b.onFull != nil {
+			b.onFull()
+		}
+		return false
+	}
+	b.reserved += n
+	if size < spillMem {
+		b.mu.Lock()
+		b.mem = append(b.mem, p...)
+		b.size += n
+		b.cond.Broadcast()
+		b.mu.Unlock()
+		return true
+	}
+	if b.file == nil {
+		f, err := os.CreateTemp("", "maat-spill-*")
+		if err != nil {
+			b.keepPending(p)
+			return false
+		}
+		_ = os.Remove(f.Name()) // unlinked: gone when closed, whatever happens
+		b.file = f
+	}
+	if _, err := b.file.WriteAt(p, size-int64(len(b.mem))); err != nil {
+		b.keepPending(p)
+		return false
+	}
+	b.mu.Lock()
+	b.size += n
+	b.cond.Broadcast()
+	b.mu.Unlock()
+	return true
+}
+
+// keepPending keeps bytes read from the upstream that did not fit, to be
+// given to the client before the rest of the upstream's body.
+func (b *spillBody) keepPending(p []byte) {
+	b.mu.Lock()
+	b.pending = append(b.pending[:0], p...)
+	b.mu.Unlock()
+}
+
+// Read gives the client the body: straight from the upstream until a drain
+// starts, then from the buffer, then (if the buffer filled) from the
+// upstream again.
+func (b *spillBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if !b.draining {
+		// Only this goroutine reads src while no drain runs; drain waits
+		// for the lock.
+		n, err := b.src.Read(p)
+		b.mu.Unlock()
+		return n, err
+	}
+	for b.off == b.size && !b.done && !b.stop {
+		b.cond.Wait()
+	}
+	switch {
+	case b.off < b.size:
+		n := b.readBuffered(p)
+		b.mu.Unlock()
+		return n, nil
+	case len(b.pending) > 0:
+		n := copy(p, b.pending)
+		b.pending = b.pending[n:]
+		b.mu.Unlock()
+		return n, nil
+	case b.srcErr != nil:
+		err := b.srcErr
+		b.mu.Unlock()
+		return 0, err
+	}
+	b.mu.Unlock()
+	b.wg.Wait()          // the drainer has ended: src is this goroutine's again
+	return b.src.Read(p) // the buffer was full: the rest, from the upstream
+}
+
+// readBuffered copies buffered bytes from b.off; b.mu is held.
+func (b *spillBody) readBuffered(p []byte) int {
+	if b.off < int64(len(b.mem)) {
+		n := copy(p, b.mem[b.off:])
+		b.off += int64(n)
+		return n
+	}
+	want := min(int64(len(p)), b.size-b.off)
+	n, _ := b.file.ReadAt(p[:want], b.off-int64(len(b.mem)))
+	b.off += int64(n)
+	return n
+}
+
+// Close stops a drain, waits for it, releases the buffer and closes the
+// upstream's body (freeing its connection, if the drain did not already).
+func (b *spillBody) Close() error {
+	b.mu.Lock()
+	b.stop = true
+	b.cond.Broadcast()
+	b.mu.Unlock()
+	err := b.src.Close() // also ends a drainer blocked in Read
+	b.wg.Wait()
+	if b.file != nil {
+		_ = b.file.Close()
+	}
+	b.budget.give(b.reserved)
+	b.reserved = 0
+	b.mem = nil
+	return err
+}
