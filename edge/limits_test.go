@@ -583,3 +583,40 @@ func TestSlowReadersFreeTheUpstream(t *testing.T) {
 		t.Errorf("spill_full %v times", v)
 	}
 }
+
+// TestSlowReadersNeverTakeEverySlot: when the read-ahead budget is spent,
+// slow readers may hold at most half of an upstream address's connections;
+// the next one's answer is cut, and honest requests still go through.
+func TestSlowReadersNeverTakeEverySlot(t *testing.T) {
+	t.Parallel()
+	big := bytes.Repeat([]byte("x"), 6<<20)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			_, _ = w.Write(big)
+			return
+		}
+		_, _ = io.WriteString(w, "small")
+	}))
+	t.Cleanup(up.Close)
+	e := startEdge(t, "limits: {upstream_conns: 2, upstream_queue: 5s, spill_total: 1048576}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
+	for range 4 {
+		c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET /big HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+	}
+	m := e.Server.metrics.limited
+	if !waitFor(t, 15*time.Second, func() bool { return counterValue(m.WithLabelValues("slow_client_cut")) >= 1 }) {
+		t.Fatal("no slow reader was cut while the read-ahead budget was spent")
+	}
+	start := time.Now()
+	if res, body := get(t, e.client(t, "h2"), e.url("/small"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 || body != "small" {
+		t.Errorf("honest request: %d %q", res.StatusCode, body)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the honest request waited %v", d)
+	}
+}

@@ -297,9 +297,15 @@ func (h *Handler) upstreamResponse(res *http.Response) error {
 	h.env.metrics.upstream.WithLabelValues(st.site.name).Observe(sinceSeconds(st.start))
 	if h.cfg.Limits.SpillTotal >= 0 && res.StatusCode != http.StatusSwitchingProtocols &&
 		res.Body != nil && res.Body != http.NoBody && res.ContentLength != 0 {
-		sb := newSpillBody(res.Body, h.cfg.Limits.SpillBytes, h.env.spill, func() {
-			h.env.metrics.limited.WithLabelValues("spill_full").Inc()
-		})
+		m := h.env.metrics.limited
+		sb := newSpillBody(res.Body, h.cfg.Limits.SpillBytes, h.env.spill, st.target.slots,
+			func() { m.WithLabelValues("spill_full").Inc() },
+			func() {
+				m.WithLabelValues("slow_client_cut").Inc()
+				if rc := st.rec.rc; rc != nil {
+					_ = rc.SetWriteDeadline(time.Now()) // and end the write it is stuck in
+				}
+			})
 		res.Body = sb
 		st.rec.spill = sb
 	}

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"errors"
 	"io"
 	"os"
 	"sync"
@@ -26,6 +27,10 @@ const spillAfter = 200 * time.Millisecond
 // goes to a file.
 const spillMem = 64 << 10
 
+// errStalled cuts an answer whose client fell behind while half the
+// upstream address's connections are held by such clients already.
+var errStalled = errors.New("edge: client too slow while the upstream is busy")
+
 // spillBudget is the bytes all drained bodies may hold at once
 // (limits.spill_total), shared by the Handlers a Server swaps in.
 type spillBudget struct {
@@ -50,7 +55,9 @@ type spillBody struct {
 	src    io.ReadCloser // the upstream's body; closing it frees the connection slot
 	max    int64         // bytes one body may buffer
 	budget *spillBudget
-	onFull func() // called once when a body could not be buffered whole
+	slots  *connSlots // the upstream address's: a full buffer stalls one of them
+	onFull func()     // called once when a body could not be buffered whole
+	onCut  func()     // called when an answer is cut: half the slots already stalled
 
 	mu       sync.Mutex
 	cond     sync.Cond
@@ -58,6 +65,7 @@ type spillBody struct {
 	stop     bool   // Close was called: the drainer stops
 	done     bool   // the drainer has ended
 	srcErr   error  // what ended the drain: io.EOF, an upstream error, or nil (buffer full)
+	stalls   bool   // the buffer filled and this answer holds a stalled slot
 	pending  []byte // read from the upstream but not buffered (the buffer was full)
 	mem      []byte
 	file     *os.File
@@ -67,8 +75,8 @@ type spillBody struct {
 	wg       sync.WaitGroup
 }
 
-func newSpillBody(src io.ReadCloser, max int64, budget *spillBudget, onFull func()) *spillBody {
-	b := &spillBody{src: src, max: max, budget: budget, onFull: onFull}
+func newSpillBody(src io.ReadCloser, max int64, budget *spillBudget, slots *connSlots, onFull, onCut func()) *spillBody {
+	b := &spillBody{src: src, max: max, budget: budget, slots: slots, onFull: onFull, onCut: onCut}
 	b.cond.L = &b.mu
 	return b
 }
@@ -94,7 +102,21 @@ func (b *spillBody) run() {
 		var n int
 		n, err = b.src.Read(buf)
 		if n > 0 && !b.append(buf[:n]) {
-			err = nil // full: the client reads the rest from the upstream
+			// Full: the client reads the rest from the upstream, holding
+			// its connection, unless half the address's slots are held so
+			// already; then this answer is cut, so that slow clients can
+			// never take every connection.
+			err = nil
+			if !b.slots.stall() {
+				err = errStalled
+				if b.onCut != nil {
+					b.onCut()
+				}
+			} else {
+				b.mu.Lock()
+				b.stalls = true
+				b.mu.Unlock()
+			}
 			break
 		}
 		if err != nil {
@@ -108,8 +130,8 @@ func (b *spillBody) run() {
 			break
 		}
 	}
-	if err == io.EOF {
-		_ = b.src.Close() // the upstream is done: free its connection now
+	if err == io.EOF || err == errStalled {
+		_ = b.src.Close() // the upstream is done (or cut off): free its connection now
 	}
 	b.mu.Lock()
 	b.srcErr, b.done = err, true
@@ -225,6 +247,10 @@ func (b *spillBody) Close() error {
 	b.mu.Unlock()
 	err := b.src.Close() // also ends a drainer blocked in Read
 	b.wg.Wait()
+	if b.stalls {
+		b.slots.unstall()
+		b.stalls = false
+	}
 	if b.file != nil {
 		_ = b.file.Close()
 	}

@@ -75,7 +75,25 @@ func (p *pool) ok(t *target) {
 // limits.upstream_queue, for one. HTTP/1.1 carries one exchange per
 // connection, so slots are connections; a small application behind the
 // edge sees at most that many, whatever a flood of clients does.
-type connSlots struct{ ch chan struct{} }
+type connSlots struct {
+	ch chan struct{}
+	// stalled counts the slots held by answers whose client fell behind
+	// and whose rest could not be read ahead (spillBody): at most half the
+	// slots may be held so, the other half stays for everyone else.
+	stalled atomic.Int32
+}
+
+// stall counts one more slot held by a client that fell behind, or reports
+// false when half the slots already are.
+func (s *connSlots) stall() bool {
+	if int(s.stalled.Add(1)) > max(1, cap(s.ch)/2) {
+		s.stalled.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *connSlots) unstall() { s.stalled.Add(-1) }
 
 // acquire takes a slot, waiting at most queue (or until ctx ends: a reset
 // stream leaves the line at once).
