@@ -84,18 +84,25 @@ func errorLine(err error) int {
 	return 0
 }
 
-// walker visits a YAML tree along the Go type it decodes into.
+// walker visits a YAML tree along the Go type it decodes into. It does
+// not follow aliases but for merge keys (<<), and visits at most
+// maxWalkNodes nodes: a file of aliases of aliases must not cost more
+// than the decoder allows it.
 type walker struct {
-	file  string
-	lines keyLines
-	errs  []error
+	file   string
+	lines  keyLines
+	errs   []error
+	visits int
+	merges []*yaml.Node // the merge chain being walked, against cycles
 }
+
+const maxWalkNodes = 100_000
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
 func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
+	if w.visits++; w.visits > maxWalkNodes || n.Kind == yaml.AliasNode {
+		return // an alias's keys were recorded where its anchor stands
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -147,8 +154,10 @@ func (w *walker) mapping(n *yaml.Node, path string, field func(k *yaml.Node) (re
 				if m.Kind == yaml.AliasNode && m.Alias != nil {
 					m = m.Alias
 				}
-				if m.Kind == yaml.MappingNode {
+				if m.Kind == yaml.MappingNode && !slices.Contains(w.merges, m) && w.visits < maxWalkNodes {
+					w.merges = append(w.merges, m)
 					w.mapping(m, path, field)
+					w.merges = w.merges[:len(w.merges)-1]
 				}
 			}
 			continue
