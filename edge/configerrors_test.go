@@ -71,7 +71,7 @@ sites:
 chalenge: {}
 `, []string{
 				`e.yaml:3: sites[0].upstraem: unknown key; did you mean upstream?`,
-				`e.yaml:4: sites[0].colour: unknown key (known here: hosts, upstream, routes, max_body_bytes, root, browse, errors, compress, canonical, redirects, hsts, security_headers, headers, maintenance, access_log)`,
+				`e.yaml:4: sites[0].colour: unknown key (known here: hosts, upstream, upstream_tls, routes, max_body_bytes, root, browse, errors, compress, canonical, redirects, hsts, security_headers, headers, maintenance, access_log)`,
 				`e.yaml:5: chalenge: unknown key; did you mean challenge?`,
 			}},
 		{"dash for underscore",
@@ -87,8 +87,8 @@ chalenge: {}
       - localhost:3002
 timeouts: {idle: forever}
 `, []string{
-				`e.yaml:3: sites[0].upstream: upstream "127.0.0.1:3000" has no scheme: add http:// (http://127.0.0.1:3000)`,
-				`e.yaml:7: sites[1].upstream[1]: upstream "localhost:3002" has no scheme: add http:// (http://localhost:3002)`,
+				`e.yaml:3: sites[0].upstream: upstream "127.0.0.1:3000" has no scheme: add http:// (or https://, or unix:/path.sock)`,
+				`e.yaml:7: sites[1].upstream[1]: upstream "localhost:3002" has no scheme: add http:// (or https://, or unix:/path.sock)`,
 				`e.yaml:8: timeouts.idle: want a duration such as 10s or 24h, got "forever"`,
 			}},
 		{"semantic errors sorted by line, a missing section last",

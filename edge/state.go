@@ -116,6 +116,9 @@ func secretPath(cfg *Config) (path string, explicit bool) {
 // secret too short, is an error.
 func loadSecret(cfg *Config, log *slog.Logger) ([]byte, error) {
 	path, explicit := secretPath(cfg)
+	if path == "" && cfg.Demo {
+		return randomBytes(32), nil // the demo keeps nothing, and says so in its own words
+	}
 	if path == "" {
 		log.LogAttrs(context.Background(), slog.LevelWarn, "secret_per_process",
 			slog.String("reason", "neither challenge.secret_file nor tls.cache is set"),

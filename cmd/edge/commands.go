@@ -124,7 +124,7 @@ func (c *command) printUsage(w io.Writer) {
 	if c.group != nil {
 		fmt.Fprintf(w, "usage: edge %s <subcommand> [flags] [arguments]\n\nsubcommands:\n", c.name)
 		for _, sub := range c.group {
-			fmt.Fprintf(w, "  %-30s %s\n", sub.name+" "+sub.synopsisShort(), sub.summary)
+			fmt.Fprintf(w, "  %-28s  %s\n", sub.name+" "+sub.synopsisShort(), sub.summary)
 		}
 		fmt.Fprintf(w, "\nedge %s SUBCOMMAND -h describes one.\n", c.name)
 		return

@@ -13,7 +13,7 @@ import (
 
 func completionCommand() *command {
 	return &command{
-		name: "completion", args: "bash|zsh", minArgs: 1, maxArgs: 1, summary: "print a shell completion script",
+		name: "completion", args: "bash|zsh", minArgs: 1, maxArgs: 1, summary: "Print a shell completion script",
 		doc: `Prints a completion script for bash or zsh, made from the commands and
 flags of this binary. Install it with, for bash:
 

@@ -151,7 +151,8 @@ func runHelp(words []string, s stdio) error {
 func printOverview(w io.Writer) {
 	fmt.Fprint(w, "usage: edge <command> [flags] [arguments]\n\nMaat's edge proxy: TLS, HTTP/3, fingerprints and a bot policy in front of your sites.\n\ncommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-30s %s\n", c.name+" "+c.synopsisShort(), c.summary)
+		fmt.Fprintf(w, "  %-28s  %s\n", c.name+" "+c.synopsisShort(), c.summary)
 	}
+	fmt.Fprintf(w, "  %-28s  %s\n", "help [COMMAND]", "Describe a command, or list them")
 	fmt.Fprint(w, "\nedge help COMMAND (or edge COMMAND -h) describes a command and its flags.\nFlags may come before or after arguments. Exit status: 0 ok, 1 failure, 2 usage error.\n")
 }

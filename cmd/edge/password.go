@@ -17,7 +17,7 @@ import (
 
 func hashPasswordCommand() *command {
 	return &command{
-		name: "hash-password", args: "[USER]", maxArgs: 1, summary: "bcrypt a password for basic_auth.users",
+		name: "hash-password", args: "[USER]", maxArgs: 1, summary: "Hash a password with bcrypt for basic_auth.users",
 		doc: `Reads a password and prints its bcrypt hash, or, with USER, the line to
 paste under basic_auth.users. On a terminal it asks twice and turns echo off
 with stty while you type (if stty is missing it says so, and your typing

@@ -82,7 +82,7 @@ func displayAddr(asked, bound string) string {
 
 func runCommand() *command {
 	return &command{
-		name: "run", args: "FILE", maxArgs: 1, summary: "serve a configuration (SIGHUP reloads, SIGTERM drains)",
+		name: "run", args: "FILE", maxArgs: 1, summary: "Serve a configuration (SIGHUP reloads, SIGTERM drains)",
 		doc: `Serves the configuration FILE (or -config FILE) until SIGTERM or SIGINT,
 then lets requests in flight finish for timeouts.drain. SIGHUP reads the
 file again and applies sites, routes and policy at once; a bad file keeps
@@ -136,7 +136,7 @@ func serve(ctx context.Context, s stdio, path string) error {
 
 func configCheckCommand() *command {
 	return &command{
-		name: "config check", args: "FILE", maxArgs: 1, summary: "check a configuration as run would, short of listening",
+		name: "config check", args: "FILE", maxArgs: 1, summary: "Check a configuration as run would, short of listening",
 		doc: `Reads and validates FILE (or -config FILE), compiles its policy, opens the
 geo databases, the certificate files and tls.cache, builds the static roots
 and templates, resolves the listen addresses, and checks that the logs and
@@ -166,7 +166,7 @@ each with file, line and key; the exit status is 1 if there is any.`,
 
 func versionCommand() *command {
 	return &command{
-		name: "version", summary: "print the version, commit and Go version",
+		name: "version", summary: "Print the version, commit and Go version",
 		doc: `Also edge --version. The version comes from the binary's build information:
 the module version for go install …@version, the VCS commit for a build in a
 clone.`,

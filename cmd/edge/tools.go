@@ -13,7 +13,7 @@ import (
 
 func policyCheckCommand() *command {
 	return &command{
-		name: "policy check", args: "FILE", minArgs: 1, maxArgs: 1, summary: "validate a policy file (ours or Anubis's)",
+		name: "policy check", args: "FILE", minArgs: 1, maxArgs: 1, summary: "Validate a policy file (ours or Anubis's)",
 		doc: `Compiles the policy FILE and its imports; errors name file:line. Rules
 that are skipped (an Anubis feature this edge does not have) are warnings.`,
 		flags: func(*flag.FlagSet) func(context.Context, stdio, []string) error {
@@ -34,7 +34,7 @@ that are skipped (an Anubis feature this edge does not have) are warnings.`,
 
 func policyExplainCommand() *command {
 	return &command{
-		name: "policy explain", summary: "which rules match a request, its weight and the decision",
+		name: "policy explain", summary: "Say which rules match a request, its weight and the decision",
 		doc: `Describes a request with flags, or with one line of the fingerprint log
 (-from-log LINE, or -from-log - to read it from standard input; flags given
 as well override the line's fields), and explains it with the policy of
@@ -134,7 +134,7 @@ func mergeExplain(base, flags edge.ExplainRequest, set map[string]bool) edge.Exp
 
 func robotsCommand() *command {
 	return &command{
-		name: "robots2policy", args: "[FILE]", maxArgs: 1, summary: "turn robots.txt into a policy that imports the default",
+		name: "robots2policy", args: "[FILE]", maxArgs: 1, summary: "Turn robots.txt into a policy that imports the default",
 		doc: `Reads robots.txt from FILE, or standard input when FILE is absent or "-",
 and writes policy YAML: Disallow paths are denied to crawlers, Crawl-delay
 becomes a RATE rule, and the default policy is imported for the rest. Honest
@@ -166,7 +166,7 @@ clients (git, curl, feed readers) stay allowed on Disallow paths unless
 
 func fpTopCommand() *command {
 	return &command{
-		name: "fp top", args: "FILE…", minArgs: 1, maxArgs: -1, summary: "summarize fingerprint logs",
+		name: "fp top", args: "FILE…", minArgs: 1, maxArgs: -1, summary: "Summarize fingerprint logs",
 		doc: `Counts the values of one field over fingerprint log files (plain or .gz;
 "-" reads standard input), the most frequent first, with the actions taken.
 -by takes: ` + strings.Join(edge.FPTopFields(), ", ") + `.`,

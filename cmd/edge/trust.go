@@ -13,7 +13,7 @@ const defaultConfig = "/etc/edge/edge.yaml"
 
 func trustCommand() *command {
 	return &command{
-		name: "trust", args: "[FILE]", maxArgs: 1, summary: "print or install the local CA of tls.mode: self-signed",
+		name: "trust", args: "[FILE]", maxArgs: 1, summary: "Print or install the local CA of tls.mode: self-signed",
 		doc: `Prints, in PEM, the local CA certificate that signs the edge's certificates in
 tls.mode: self-signed, as kept in tls.cache of FILE (or -config FILE;
 default ` + defaultConfig + `). Trust it in a browser or a client to
