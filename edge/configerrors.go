@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -353,19 +354,27 @@ func lineError(name, msg string) error {
 // syntaxError places a YAML syntax error on the line that causes it. The
 // library reports where the enclosing block began (often a blank line or
 // the parent key), so the first prefix of the file, in whole lines, that
-// fails with the same error ends on the culprit.
+// fails with the same error ends on the culprit. Longer prefixes fail the
+// same way (the parser stops at the first error), so a binary search finds
+// it; a line-by-line search checks the rare file where it does not.
 func syntaxError(name string, data []byte, err error) error {
 	ce := lineError(name, err.Error()).(*ConfigError)
 	what := ce.Err.Error()
 	lines := strings.SplitAfter(string(data), "\n")
+	fails := func(k int) bool {
+		var n yaml.Node
+		e := yaml.Unmarshal([]byte(strings.Join(lines[:k], "")), &n)
+		return e != nil && lineError(name, e.Error()).(*ConfigError).Err.Error() == what
+	}
 	if len(lines) <= maxReparseLines {
-		for k := max(ce.Line, 1); k <= len(lines); k++ {
-			var n yaml.Node
-			e := yaml.Unmarshal([]byte(strings.Join(lines[:k], "")), &n)
-			if e != nil && lineError(name, e.Error()).(*ConfigError).Err.Error() == what {
-				ce.Line = k
-				break
+		lo := max(ce.Line, 1)
+		k := lo + sort.Search(len(lines)-lo+1, func(i int) bool { return fails(lo + i) })
+		if k > len(lines) || k > lo && fails(k-1) || !fails(k) {
+			for k = lo; k <= len(lines) && !fails(k); k++ {
 			}
+		}
+		if k <= len(lines) {
+			ce.Line = k
 		}
 	}
 	text := ""
@@ -376,8 +385,8 @@ func syntaxError(name string, data []byte, err error) error {
 	return ce
 }
 
-// maxReparseLines bounds the files syntaxError searches line by line.
-const maxReparseLines = 2000
+// maxReparseLines bounds the files syntaxError searches for the line.
+const maxReparseLines = 5000
 
 // syntaxWords explains the YAML library's syntax errors.
 func syntaxWords(what, text string) string {

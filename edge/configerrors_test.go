@@ -2,6 +2,8 @@ package edge
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -171,5 +173,39 @@ func TestLocateNewErrors(t *testing.T) {
 	want := dir + "/edge.yaml:3: policy: open " + dir + "/missing.yaml: no such file or directory"
 	if err == nil || cfg.Locate(err).Error() != want {
 		t.Errorf("got %v, want %s", err, want)
+	}
+}
+
+// BenchmarkParseConfig reads the example configuration: every key.
+func BenchmarkParseConfig(b *testing.B) {
+	data, err := os.ReadFile("../edge.example.yaml")
+	if err != nil {
+		b.Skip(err)
+	}
+	data = append(data, "sites: [{hosts: [a.example], upstream: 'http://127.0.0.1:1'}]\n"...)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseConfig("edge.example.yaml", data); err != nil && !strings.Contains(err.Error(), "sites") {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSyntaxErrorLine places an indentation error at the end of a
+// file of 1,000 lines: the worst case of the search for its line.
+func BenchmarkSyntaxErrorLine(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("sites:\n")
+	for i := range 333 {
+		fmt.Fprintf(&sb, "  - hosts: [h%d.example]\n    upstream: http://127.0.0.1:1\n\n", i)
+	}
+	sb.WriteString("   routes: []\n")
+	data := []byte(sb.String())
+	b.ReportAllocs()
+	for b.Loop() {
+		_, err := ParseConfig("big.yaml", data)
+		if err == nil || !strings.Contains(err.Error(), "big.yaml:1001:") {
+			b.Fatal(err)
+		}
 	}
 }
