@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -366,7 +367,8 @@ func syntaxError(name string, data []byte, err error) error {
 		e := yaml.Unmarshal([]byte(strings.Join(lines[:k], "")), &n)
 		return e != nil && lineError(name, e.Error()).(*ConfigError).Err.Error() == what
 	}
-	if len(lines) <= maxReparseLines {
+	utf16 := bytes.HasPrefix(data, []byte{0xff, 0xfe}) || bytes.HasPrefix(data, []byte{0xfe, 0xff})
+	if len(lines) <= maxReparseLines && !utf16 { // lines of UTF-16 are not split at byte 0x0a
 		lo := max(ce.Line, 1)
 		k := lo + sort.Search(len(lines)-lo+1, func(i int) bool { return fails(lo + i) })
 		if k > len(lines) || k > lo && fails(k-1) || !fails(k) {
@@ -378,7 +380,7 @@ func syntaxError(name string, data []byte, err error) error {
 		}
 	}
 	text := ""
-	if ce.Line >= 1 && ce.Line <= len(lines) {
+	if ce.Line >= 1 && ce.Line <= len(lines) && !utf16 {
 		text = strings.TrimRight(lines[ce.Line-1], "\r\n")
 	}
 	ce.Err = errors.New(syntaxWords(what, text))

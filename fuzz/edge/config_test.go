@@ -1,9 +1,11 @@
 package edgefuzz
 
 import (
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/maatproxy/maat/edge"
 )
@@ -28,8 +30,14 @@ func FuzzParseConfig(f *testing.F) {
 			return
 		}
 		_, err := edge.ParseConfig("f.yaml", data)
-		// YAML breaks lines at \n, \r, \r\n and the Unicode breaks.
-		text := strings.ReplaceAll(string(data), "\r\n", "\n")
+		// YAML breaks lines at \n, \r, \r\n and the Unicode breaks, in
+		// the text after decoding (a file with a UTF-16 byte order mark
+		// is decoded as UTF-16).
+		text := string(data)
+		if u16 := utf16Text(data); u16 != "" {
+			text = u16
+		}
+		text = strings.ReplaceAll(text, "\r\n", "\n")
 		lines := 1 + strings.Count(text, "\n") + strings.Count(text, "\r") + strings.Count(text, "\u0085") +
 			strings.Count(text, "\u2028") + strings.Count(text, "\u2029")
 		for _, e := range edge.Problems(err) {
@@ -42,4 +50,26 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// utf16Text decodes data that starts with a UTF-16 byte order mark, or
+// returns "".
+func utf16Text(data []byte) string {
+	if len(data) < 2 {
+		return ""
+	}
+	var order binary.ByteOrder
+	switch {
+	case data[0] == 0xff && data[1] == 0xfe:
+		order = binary.LittleEndian
+	case data[0] == 0xfe && data[1] == 0xff:
+		order = binary.BigEndian
+	default:
+		return ""
+	}
+	units := make([]uint16, 0, len(data)/2)
+	for i := 2; i+1 < len(data); i += 2 {
+		units = append(units, order.Uint16(data[i:]))
+	}
+	return string(utf16.Decode(units))
 }
