@@ -589,15 +589,3 @@ func unixSocket(addr string) (string, bool) {
 	b, err := hex.DecodeString(h)
 	return string(b), err == nil
 }
-
-// nodeError reports a value of the wrong form, written as "want …". As a
-// yaml.TypeError it lets the decoder go on, so that every problem of a
-// file is reported at once; decodeError places it at its key.
-func nodeError(n *yaml.Node, format string, args ...any) error {
-	return nodeProblem(n, fmt.Errorf("want "+format, args...))
-}
-
-// nodeProblem reports err about the value n.
-func nodeProblem(n *yaml.Node, err error) error {
-	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
-}

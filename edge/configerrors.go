@@ -341,6 +341,18 @@ func goKind(t string) string {
 	return t
 }
 
+// nodeError reports a value of the wrong form, written as "want …". As a
+// yaml.TypeError it lets the decoder go on, so that every problem of a
+// file is reported at once; decodeError places it at its key.
+func nodeError(n *yaml.Node, format string, args ...any) error {
+	return nodeProblem(n, fmt.Errorf("want "+format, args...))
+}
+
+// nodeProblem reports err about the value n.
+func nodeProblem(n *yaml.Node, err error) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
+}
+
 // lineError is a ConfigError from a message of the YAML library that
 // starts "line N:".
 func lineError(name, msg string) error {
