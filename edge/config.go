@@ -1,11 +1,9 @@
 package edge
 
 import (
-	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"net/url"
@@ -41,6 +39,11 @@ type Config struct {
 	Demo bool `yaml:"-"`
 	// path is the file the configuration was read from ("" when built in code).
 	path string
+	// lines says where each key was written in that file (nil when built
+	// in code, or when the file was not YAML).
+	lines keyLines
+	// decodeErr holds the values readConfig could not decode.
+	decodeErr error
 }
 
 // Listen names the listening addresses.
@@ -274,9 +277,12 @@ type StoreConfig struct {
 
 // LogConfig configures logs.
 type LogConfig struct {
-	Level        string  `yaml:"level"`        // debug | info | warn | error; default info
-	Format       string  `yaml:"format"`       // text | json; "" = text on a terminal, JSON otherwise
-	Fingerprints string  `yaml:"fingerprints"` // "-" = stdout, "" = off
+	Level  string `yaml:"level"`  // debug | info | warn | error; default info
+	Format string `yaml:"format"` // text | json; "" = text on a terminal, JSON otherwise
+	// Fingerprints is the fingerprint log: a file, "-" for stdout, "off"
+	// (or "") for none. Absent from a file LoadConfig reads, it is
+	// DefaultFingerprintLog; ParseConfig leaves it off.
+	Fingerprints string  `yaml:"fingerprints"`
 	MaxSizeMB    int     `yaml:"max_size_mb"`  // default 100
 	MaxFiles     int     `yaml:"max_files"`    // default 10
 	ClientIP     string  `yaml:"client_ip"`    // full | prefix | hash | none; default full
@@ -418,12 +424,16 @@ func (e *ConfigError) Error() string {
 	if e.Line > 0 {
 		fmt.Fprintf(&b, ":%d", e.Line)
 	}
+	msg := e.Err.Error()
 	if e.Key != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Key)
+		// A leaf's error under the key of the same name says it once:
+		// "policy: invalid policy", not "policy: policy: invalid policy".
+		msg = strings.TrimPrefix(msg, e.Key+": ")
 	}
 	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
+	b.WriteString(msg)
 	return b.String()
 }
 
@@ -433,60 +443,59 @@ func (e *ConfigError) Unwrap() []error { return []error{ErrConfig, e.Err} }
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("edge: bad configuration")
 
-// LoadConfig reads and validates a configuration file. Unknown keys and bad
-// values are refused with the file, line, key and reason, all at once.
-func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("edge: read config: %w", err)
-	}
-	return ParseConfig(path, data)
-}
+// DefaultFingerprintLog is the fingerprint log of a configuration file
+// that does not name one (log.fingerprints absent); FingerprintsOff turns
+// the log off.
+const (
+	DefaultFingerprintLog = "/var/log/edge/fp.jsonl"
+	FingerprintsOff       = "off"
+)
 
-// ParseConfig parses and validates configuration bytes; name is used in errors.
-func ParseConfig(name string, data []byte) (Config, error) {
-	cfg := DefaultConfig()
-	cfg.path = name
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // an empty file: all defaults
-		return Config{}, yamlError(name, err)
+// LoadConfig reads and validates a configuration file, as `edge run` does.
+// Unknown keys and bad values are refused with the file, line, key and
+// reason, all at once. A file that does not name a fingerprint log gets
+// DefaultFingerprintLog.
+func LoadConfig(path string) (Config, error) {
+	cfg, err := readConfig(path)
+	if err == nil {
+		err = cfg.validated(cfg.decodeErr)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
 }
 
-// yamlError turns the YAML library's errors ("line 3: field x not found in
-// type …") into ConfigErrors naming the file and line.
-func yamlError(name string, err error) error {
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		errs := make([]error, 0, len(te.Errors))
-		for _, e := range te.Errors {
-			errs = append(errs, lineError(name, e))
-		}
-		return errors.Join(errs...)
+// readConfig reads a configuration file with the defaults of `edge run`,
+// without validating it. It fails when the file cannot be read or parsed;
+// values that could not be decoded are left in cfg.decodeErr.
+func readConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("edge: read config: %w", err)
 	}
-	var ce *ConfigError
-	if errors.As(err, &ce) {
-		ce.File = name
-		return ce
+	cfg := DefaultConfig()
+	cfg.path = path
+	cfg.decodeErr = decodeConfig(path, data, &cfg)
+	if cfg.lines == nil { // not YAML: nothing was decoded
+		return Config{}, cfg.decodeErr
 	}
-	return lineError(name, err.Error())
+	if _, set := cfg.lines["log.fingerprints"]; !set {
+		cfg.Log.Fingerprints = DefaultFingerprintLog
+	}
+	return cfg, nil
 }
 
-func lineError(name, msg string) error {
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	line := 0
-	if n, _ := fmt.Sscanf(msg, "line %d:", &line); n == 1 {
-		msg = strings.TrimSpace(msg[strings.IndexByte(msg, ':')+1:])
+// ParseConfig parses and validates configuration bytes; name is used in
+// errors. Unlike LoadConfig it leaves the fingerprint log off unless the
+// bytes name one.
+func ParseConfig(name string, data []byte) (Config, error) {
+	cfg := DefaultConfig()
+	cfg.path = name
+	if err := cfg.validated(decodeConfig(name, data, &cfg)); err != nil {
+		return Config{}, err
 	}
-	if i := strings.Index(msg, " not found in type "); i > 0 && strings.HasPrefix(msg, "field ") {
-		msg = "unknown key " + strings.TrimPrefix(msg[:i], "field ")
-	}
-	return &ConfigError{File: name, Line: line, Err: errors.New(msg)}
+	return cfg, nil
 }
 
 // UnmarshalYAML reads a duration such as "10s" or "24h".
@@ -533,7 +542,7 @@ func (u *Upstreams) UnmarshalYAML(n *yaml.Node) error {
 	for _, c := range nodes {
 		v, err := parseUpstream(c.Value)
 		if err != nil {
-			return nodeError(c, "%v", err)
+			return nodeProblem(c, err)
 		}
 		out = append(out, v)
 	}
@@ -590,8 +599,4 @@ func unixSocket(addr string) (string, bool) {
 	}
 	b, err := hex.DecodeString(h)
 	return string(b), err == nil
-}
-
-func nodeError(n *yaml.Node, format string, args ...any) error {
-	return &ConfigError{Line: n.Line, Err: fmt.Errorf("want "+format, args...)}
 }

@@ -15,9 +15,9 @@ func TestParseConfigErrors(t *testing.T) {
 		want []string // each must appear in the error
 	}{
 		{"unknown top-level key", "sites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\nlisten_on: 1\n",
-			[]string{"cfg.yaml:2: unknown key listen_on"}},
+			[]string{"cfg.yaml:2: listen_on: unknown key; did you mean listen?"}},
 		{"unknown nested key", "sites:\n  - hosts: [a.test]\n    upstream: http://127.0.0.1:1\n    upsteam: x\n",
-			[]string{"cfg.yaml:4: unknown key upsteam"}},
+			[]string{"cfg.yaml:4: sites[0].upsteam: unknown key; did you mean upstream?"}},
 		{"bad upstream scheme", "sites:\n  - hosts: [a.test]\n    upstream: ftp://127.0.0.1:1\n",
 			[]string{"cfg.yaml:3:", "want http://, https:// or unix:/path.sock"}},
 		{"upstream without a scheme", "sites:\n  - hosts: [a.test]\n    upstream: 127.0.0.1:3000\n",

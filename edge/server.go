@@ -86,14 +86,14 @@ type Addrs struct {
 
 // New builds a server from a validated configuration. It binds nothing;
 // Start does. When it fails, it has released everything it opened.
-func New(cfg Config, log *slog.Logger) (s *Server, err error) {
+func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s = &Server{log: log, base: cfg, group: newGroup(), conns: map[net.Conn]struct{}{}}
+	s := &Server{log: log, base: cfg, group: newGroup(), conns: map[net.Conn]struct{}{}}
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	s.hsCtx, s.hsCancel = context.WithCancel(s.bg)
 	var undo []func()
@@ -108,7 +108,7 @@ func New(cfg Config, log *slog.Logger) (s *Server, err error) {
 	}()
 
 	s.env.Log = log
-	if s.env.Secret, err = loadSecret(cfg.Challenge.SecretFile); err != nil {
+	if s.env.Secret, err = loadSecret(&cfg, log); err != nil {
 		return nil, err
 	}
 	if s.env.Messages, err = newMessages(); err != nil {
@@ -278,6 +278,7 @@ func (s *Server) Reload(cfg Config) error {
 			slog.String("reason", "listen addresses, tls.mode, store, log.fingerprints or geo changed; restart to apply"))
 	}
 	old := s.handler.Swap(h)
+	s.logReload(context.Background(), old, h)
 	old.Close()
 	if s.env.Geo != nil {
 		if err := s.env.Geo.Reload(); err != nil { // the monthly database may have been replaced
@@ -298,13 +299,12 @@ func (s *Server) Reload(cfg Config) error {
 func (s *Server) ReloadFile(ctx context.Context, path string) {
 	cfg, err := LoadConfig(path)
 	if err == nil {
-		err = s.Reload(cfg)
+		err = cfg.Locate(s.Reload(cfg))
 	}
 	if err != nil {
-		s.log.LogAttrs(ctx, slog.LevelError, "reload_failed", slog.String("config", path), slog.String("error", err.Error()))
-		return
+		s.log.LogAttrs(ctx, slog.LevelError, "reload_failed", slog.String("config", path), slog.String("error", err.Error()),
+			slog.String("effect", "the running configuration stays in use"))
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "reloaded", slog.String("config", path))
 }
 
 // Start binds every listener and serves in the background.
@@ -524,6 +524,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if err := s.Start(); err != nil {
 		return err
 	}
+	s.logStartup(ctx)
 	s.log.LogAttrs(ctx, slog.LevelInfo, "listening",
 		slog.String("https", s.addrs.HTTPS), slog.String("http", s.addrs.HTTP), slog.String("admin", s.addrs.Admin),
 		slog.Bool("http3", s.addrs.HTTP3 != ""))
@@ -558,6 +559,9 @@ func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
 func newFPLog(cfg *Config, secret []byte) (*fplog.Writer, error) {
 	if cfg.Log.Fingerprints == "" {
 		return nil, nil
+	}
+	if err := makeLogDir(cfg.Log.Fingerprints); err != nil {
+		return nil, &ConfigError{File: cfg.path, Key: "log.fingerprints", Err: err}
 	}
 	w, err := fplog.NewWriter(fplog.Config{
 		Path:        cfg.Log.Fingerprints,

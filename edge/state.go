@@ -91,39 +91,114 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// loadSecret reads the challenge secret, generating it on first start. An
-// empty path means a random secret for this process only.
-func loadSecret(path string) ([]byte, error) {
+// SecretFileName is the challenge secret's file in the state directory
+// (tls.cache) when challenge.secret_file is not set.
+const SecretFileName = "secret"
+
+// secretPath is where the challenge secret lives: challenge.secret_file,
+// or SecretFileName in the state directory (tls.cache); "" when neither is
+// set. explicit reports the first.
+func secretPath(cfg *Config) (path string, explicit bool) {
+	if cfg.Challenge.SecretFile != "" {
+		return cfg.Challenge.SecretFile, true
+	}
+	if cfg.TLS.Cache != "" {
+		return filepath.Join(cfg.TLS.Cache, SecretFileName), false
+	}
+	return "", false
+}
+
+// loadSecret reads the challenge secret, generating it on first start, so
+// that pass cookies and hashed client addresses survive a restart. Without
+// challenge.secret_file it lives in the state directory; when that is not
+// set or not writable the secret is random for this process, and the log
+// says what that costs. A secret_file that cannot be read or made, or a
+// secret too short, is an error.
+func loadSecret(cfg *Config, log *slog.Logger) ([]byte, error) {
+	path, explicit := secretPath(cfg)
+	if path == "" && cfg.Demo {
+		return randomBytes(32), nil // the demo keeps nothing, and says so in its own words
+	}
 	if path == "" {
+		log.LogAttrs(context.Background(), slog.LevelWarn, "secret_per_process",
+			slog.String("reason", "neither challenge.secret_file nor tls.cache is set"),
+			slog.String("effect", "pass cookies and hashed client addresses change at every restart"))
 		return randomBytes(32), nil
 	}
+	b, err := readOrMakeSecret(path)
+	var short *shortSecretError
+	switch {
+	case err == nil:
+		if !explicit && cfg.Store.Kind == "redis" {
+			log.LogAttrs(context.Background(), slog.LevelWarn, "secret_per_node", slog.String("path", path),
+				slog.String("effect", "nodes that share the store but not the secret refuse each other's pass cookies: copy one secret file to every node and set challenge.secret_file"))
+		}
+		return b, nil
+	case explicit || errors.As(err, &short):
+		return nil, &ConfigError{File: cfg.path, Key: secretKey(explicit), Err: err}
+	}
+	log.LogAttrs(context.Background(), slog.LevelWarn, "secret_per_process", slog.String("path", path),
+		slog.String("error", err.Error()),
+		slog.String("effect", "pass cookies and hashed client addresses change at every restart; make tls.cache writable or set challenge.secret_file"))
+	return randomBytes(32), nil
+}
+
+func secretKey(explicit bool) string {
+	if explicit {
+		return "challenge.secret_file"
+	}
+	return "tls.cache"
+}
+
+// shortSecretError is a secret file too short to key anything.
+type shortSecretError struct {
+	path string
+	n    int
+}
+
+func (e *shortSecretError) Error() string {
+	return fmt.Sprintf("secret file %s holds %d bytes, want at least %d (delete it to have a new one made)", e.path, e.n, challenge.MinSecretLen)
+}
+
+// readOrMakeSecret reads the secret at path, or makes it (32 random bytes,
+// mode 0600, its directory 0700 if missing). Of nodes or processes racing
+// to make it, one wins and the others read its secret.
+func readOrMakeSecret(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		if len(b) < challenge.MinSecretLen {
-			return nil, fmt.Errorf("edge: secret file %s holds %d bytes, want at least %d", path, len(b), challenge.MinSecretLen)
+			return nil, &shortSecretError{path: path, n: len(b)}
 		}
 		return b, nil
-	case errors.Is(err, fs.ErrNotExist):
-		b = randomBytes(32)
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("edge: secret file: %w", err)
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			if errors.Is(err, fs.ErrExist) { // another node or process was first
-				return loadSecret(path)
-			}
-			return nil, fmt.Errorf("edge: secret file: %w", err)
-		}
-		if _, err := f.Write(b); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("edge: secret file: %w", err)
-		}
-		return b, f.Close()
-	default:
-		return nil, fmt.Errorf("edge: secret file: %w", err)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("secret file: %w", err)
 	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("secret file: %w", err)
+	}
+	// Written whole under another name, then linked into place: a reader
+	// never sees a partial secret, and Link fails if another was first.
+	f, err := os.CreateTemp(filepath.Dir(path), ".secret-*")
+	if err != nil {
+		return nil, fmt.Errorf("secret file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	b = randomBytes(32)
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("secret file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("secret file: %w", err)
+	}
+	if err := os.Link(f.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return readOrMakeSecret(path)
+		}
+		return nil, fmt.Errorf("secret file: %w", err)
+	}
+	return b, nil
 }
 
 func randomBytes(n int) []byte {

@@ -1,16 +1,23 @@
 package edge
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/policy"
-	"github.com/maatproxy/maat/tlsfp"
 )
 
 // The offline tools of the command line (DESIGN.md, "Command line"): thin
@@ -26,81 +33,56 @@ func CheckPolicy(path string) (warnings []string, err error) {
 	return p.Warnings(), nil
 }
 
-// ExplainRequest is a request described on the command line.
-type ExplainRequest struct {
-	UA, Path, IP, JA4, Method, Host, Proto string
-	Headers                                []string // "Key: value"
-}
+// Problems lists the problems joined in err (by errors.Join, as Validate
+// and CheckConfig join them), one per element, for printing one a line.
+func Problems(err error) []error { return flattenErrors(err) }
 
-// ExplainPolicy says which rules of the configured policy match a request,
-// its weight and the decision.
-func ExplainPolicy(cfg Config, er ExplainRequest) (string, error) {
-	p, err := loadPolicy(&cfg)
-	if err != nil {
-		return "", err
-	}
-	r := policy.Request{
-		Method: orString(er.Method, http.MethodGet), Path: orString(er.Path, "/"),
-		Host: er.Host, Proto: orString(er.Proto, "HTTP/2.0"), TLS: true,
-		Header: http.Header{}, JA4: er.JA4,
-	}
-	if er.IP != "" {
-		a, err := netip.ParseAddr(er.IP)
-		if err != nil {
-			return "", fmt.Errorf("edge: -ip: %w", err)
-		}
-		r.RemoteAddr = a
-	} else {
-		r.RemoteAddr = netip.MustParseAddr("192.0.2.1")
-	}
-	if q := strings.IndexByte(r.Path, '?'); q >= 0 {
-		r.Path, r.RawQuery = r.Path[:q], r.Path[q+1:]
-	}
-	for _, h := range er.Headers {
-		k, v, ok := strings.Cut(h, ":")
-		if !ok || strings.TrimSpace(k) == "" {
-			return "", fmt.Errorf("edge: -header %q: want Key:value", h)
-		}
-		r.Header.Add(strings.TrimSpace(k), strings.TrimSpace(v))
-		r.HeaderOrder = append(r.HeaderOrder, strings.ToLower(strings.TrimSpace(k)))
-	}
-	if er.UA != "" {
-		r.Header.Set("User-Agent", er.UA)
-	}
-	if c, ok := tlsfp.LookupClient(er.JA4); ok {
-		r.ClientFamily, r.ClientVersions = c.Family, c.Versions
-	}
-	return p.Explain(&r), nil
-}
-
-func orString(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
+// RobotsOptions tune RobotsToPolicy.
+type RobotsOptions = policy.RobotsOptions
 
 // RobotsToPolicy converts robots.txt to policy YAML.
-func RobotsToPolicy(r io.Reader) ([]byte, error) { return policy.RobotsToPolicy(r) }
+func RobotsToPolicy(r io.Reader, o RobotsOptions) ([]byte, error) {
+	return policy.RobotsToPolicyWith(r, o)
+}
 
 // FPTopOptions are the flags of `edge fp top`.
 type FPTopOptions struct {
-	By    string
-	Since time.Duration // 0 = all
+	By    string // a name of FPTopFields; "" = ja4
+	Since string // e.g. 90m, 12h, 1d, 2w (fplog.ParseSince); "" = all
 	Limit int
 	JSON  bool
-	Now   time.Time
+	Stdin io.Reader // read for the file "-"; nil = os.Stdin
 }
 
-// FPTop summarizes fingerprint log files (plain or gzip) into w.
-func FPTop(w io.Writer, files []string, o FPTopOptions) error {
-	opts := fplog.TopOptions{By: o.By, Limit: o.Limit}
-	if o.Since > 0 {
-		now := o.Now
-		if now.IsZero() {
-			now = time.Now()
+// FPTopFields lists what `edge fp top -by` counts.
+func FPTopFields() []string { return fplog.ByFields() }
+
+// Validate reports a -by field or a -since duration FPTop would refuse.
+func (o *FPTopOptions) Validate() error {
+	var errs []error
+	if o.By != "" && !slices.Contains(fplog.ByFields(), o.By) {
+		errs = append(errs, fmt.Errorf("-by %q: want one of %s", o.By, strings.Join(fplog.ByFields(), ", ")))
+	}
+	if o.Since != "" {
+		if _, err := fplog.ParseSince(o.Since); err != nil {
+			errs = append(errs, fmt.Errorf("-since: %w", err))
 		}
-		opts.Since = now.Add(-o.Since)
+	}
+	return errors.Join(errs...)
+}
+
+// FPTop summarizes fingerprint log files (plain or gzip; "-" = Stdin)
+// into w.
+func FPTop(w io.Writer, files []string, o FPTopOptions) error {
+	opts := fplog.TopOptions{By: o.By, Limit: o.Limit, Stdin: o.Stdin}
+	if o.Since != "" {
+		d, err := fplog.ParseSince(o.Since)
+		if err != nil {
+			return fmt.Errorf("edge: -since: %w", err)
+		}
+		if d > 0 {
+			opts.Since = time.Now().Add(-d)
+		}
 	}
 	rows, err := fplog.Top(files, opts)
 	if err != nil {
@@ -110,4 +92,190 @@ func FPTop(w io.Writer, files []string, o FPTopOptions) error {
 		return fplog.WriteTopJSON(w, rows)
 	}
 	return fplog.WriteTopTable(w, rows)
+}
+
+// BuildInfo is what `edge version` says of the binary.
+type BuildInfo struct {
+	// Version is the module version: v1.2.3 for `go install …@v1.2.3` or
+	// a build of a tagged commit, a pseudo-version for other commits, and
+	// "(devel)" when the build recorded none (VCS stamping off).
+	Version string
+	// Commit and Modified are the VCS revision the binary was built from
+	// and whether the tree had changes; empty and false when not stamped.
+	Commit   string
+	Modified bool
+	// Time is the commit's time (RFC 3339), when stamped.
+	Time      string
+	GoVersion string
+}
+
+// ReadBuildInfo reads the binary's build information.
+func ReadBuildInfo() BuildInfo {
+	bi, ok := debug.ReadBuildInfo()
+	return buildInfo(bi, ok)
+}
+
+func buildInfo(bi *debug.BuildInfo, ok bool) BuildInfo {
+	if !ok || bi == nil {
+		return BuildInfo{Version: "(unknown)", GoVersion: "(unknown)"}
+	}
+	b := BuildInfo{Version: bi.Main.Version, GoVersion: bi.GoVersion}
+	if b.Version == "" {
+		b.Version = "(devel)"
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Commit = s.Value
+		case "vcs.modified":
+			b.Modified = s.Value == "true"
+		case "vcs.time":
+			b.Time = s.Value
+		}
+	}
+	return b
+}
+
+// String is the line `edge version` prints, e.g.
+// "edge v1.2.0 (commit 3f2a9c1d07e5, 2025-06-01T10:00:00Z) go1.26.0".
+func (b BuildInfo) String() string {
+	var s strings.Builder
+	s.WriteString("edge " + b.Version)
+	switch {
+	case b.Commit != "":
+		s.WriteString(" (commit " + b.Commit[:min(12, len(b.Commit))])
+		if b.Modified {
+			s.WriteString(", modified")
+		}
+		if b.Time != "" {
+			s.WriteString(", " + b.Time)
+		}
+		s.WriteString(")")
+	case b.Version == "(devel)":
+		s.WriteString(" (built without version stamping: go install …@version, or go build -buildvcs=true in a clone, records it)")
+	}
+	s.WriteString(" " + b.GoVersion)
+	return s.String()
+}
+
+// HashPassword returns the bcrypt hash of a password, for
+// basic_auth.users. Passwords longer than 72 bytes are refused: bcrypt
+// would ignore the rest.
+func HashPassword(password []byte) (string, error) {
+	switch {
+	case len(password) == 0:
+		return "", errors.New("edge: empty password")
+	case len(password) > 72:
+		return "", errors.New("edge: password longer than 72 bytes, which bcrypt ignores beyond")
+	}
+	h, err := bcrypt.GenerateFromPassword(password, bcrypt.DefaultCost)
+	if err != nil {
+		return "", fmt.Errorf("edge: bcrypt: %w", err)
+	}
+	return string(h), nil
+}
+
+// LocalCA returns the certificate, in PEM, of the local CA that
+// tls.mode: self-signed signs with, as the edge keeps it in tls.cache. It
+// makes none: before the edge's first start there is none to trust.
+func LocalCA(cfg *Config) ([]byte, error) {
+	cc := certsConfig(cfg)
+	switch {
+	case cc.Mode != certs.ModeSelfSigned:
+		return nil, cfg.Locate(&ConfigError{File: cfg.path, Key: "tls.mode", Err: fmt.Errorf("is %q: only self-signed has a local CA to trust", cc.Mode)})
+	case cc.CacheDir == "":
+		return nil, cfg.Locate(&ConfigError{File: cfg.path, Key: "tls.cache", Err: errors.New("is empty: the local CA lives in the running edge's memory only; set tls.cache to keep it")})
+	}
+	cache := &recordingCache{Cache: certs.DirCache(cc.CacheDir)}
+	cc.Cache = cache
+	m, err := certs.New(cc)
+	if err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
+	if cache.wrote {
+		return nil, fmt.Errorf("edge: no local CA in %s yet: start the edge once (edge run), then ask again", cc.CacheDir)
+	}
+	return m.RootPEM(), nil
+}
+
+// recordingCache reads a cache, drops writes and notes that one was tried.
+type recordingCache struct {
+	certs.Cache
+	wrote bool
+}
+
+func (c *recordingCache) Put(context.Context, string, []byte) error {
+	c.wrote = true
+	return nil
+}
+
+func (*recordingCache) Delete(context.Context, string) error { return nil }
+
+// CAFileName is the file InstallCA writes into the system's store.
+const CAFileName = "maat-local-ca.crt"
+
+// InstallCA adds a CA certificate (PEM) to the system's trust store, where
+// it knows how: Debian and its derivatives (update-ca-certificates),
+// Fedora, RHEL and their kin (update-ca-trust). It needs root unless root
+// is set: then it installs into the tree under root (an image being built,
+// a test), running update-ca-certificates on that tree. It returns what it
+// did, in words.
+func InstallCA(ctx context.Context, pem []byte, root string) (string, error) {
+	if err := CanInstallCA(root); err != nil {
+		return "", err
+	}
+	if _, err := exec.LookPath("update-ca-certificates"); err == nil {
+		dir := filepath.Join(root, "/usr/local/share/ca-certificates")
+		file := filepath.Join(dir, CAFileName)
+		if err := writeCA(dir, file, pem); err != nil {
+			return "", err
+		}
+		args := []string{}
+		if root != "" {
+			etc := filepath.Join(root, "/etc/ssl/certs")
+			if err := os.MkdirAll(etc, 0o755); err != nil {
+				return "", fmt.Errorf("edge: %w", err)
+			}
+			args = append(args, "--certsconf", filepath.Join(root, "/etc/ca-certificates.conf"),
+				"--localcertsdir", dir, "--etccertsdir", etc, "--hooksdir", filepath.Join(root, "/etc/ca-certificates/update.d"))
+		}
+		if out, err := exec.CommandContext(ctx, "update-ca-certificates", args...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("edge: update-ca-certificates: %w: %s", err, strings.TrimSpace(string(out)))
+		}
+		if root != "" {
+			return fmt.Sprintf("wrote %s and ran update-ca-certificates on the tree under %s", file, root), nil
+		}
+		return fmt.Sprintf("wrote %s and ran update-ca-certificates: programs that use the system's store trust the edge's certificates now (Firefox and Chrome keep their own: import the file there)", file), nil
+	}
+	if _, err := exec.LookPath("update-ca-trust"); err == nil && root == "" {
+		dir := "/etc/pki/ca-trust/source/anchors"
+		file := filepath.Join(dir, CAFileName)
+		if err := writeCA(dir, file, pem); err != nil {
+			return "", err
+		}
+		if out, err := exec.CommandContext(ctx, "update-ca-trust", "extract").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("edge: update-ca-trust: %w: %s", err, strings.TrimSpace(string(out)))
+		}
+		return fmt.Sprintf("wrote %s and ran update-ca-trust extract", file), nil
+	}
+	return "", errors.New("edge: this system has neither update-ca-certificates nor update-ca-trust: save edge trust's output and add it to the trust store by hand")
+}
+
+// CanInstallCA says why InstallCA would be refused before it reads
+// anything: the system's store needs root.
+func CanInstallCA(root string) error {
+	if root == "" && os.Geteuid() != 0 {
+		return errors.New("edge: installing a CA into the system's store needs root: run sudo edge trust -install, or save the output of edge trust and add it to your browser or store by hand")
+	}
+	return nil
+}
+
+func writeCA(dir, file string, pem []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("edge: %w", err)
+	}
+	if err := os.WriteFile(file, pem, 0o644); err != nil {
+		return fmt.Errorf("edge: %w", err)
+	}
+	return nil
 }

@@ -34,17 +34,9 @@ func (p *problems) add(key, format string, args ...any) {
 // leaf records what a leaf's own Validate or Parse said about key: the
 // leaf owns its allowed values, the edge only says where they were written.
 func (p *problems) leaf(key string, err error) {
-	if err == nil {
-		return
+	for _, e := range flattenErrors(err) { // errors.Join'ed problems, one each
+		p.errs = append(p.errs, &ConfigError{File: p.file, Key: key, Err: e})
 	}
-	var joined interface{ Unwrap() []error }
-	if errors.As(err, &joined) {
-		for _, e := range joined.Unwrap() {
-			p.leaf(key, e)
-		}
-		return
-	}
-	p.errs = append(p.errs, &ConfigError{File: p.file, Key: key, Err: err})
 }
 
 // Validate reports every problem of the configuration at once.
@@ -97,8 +89,8 @@ func (c *Config) validateTLS(p *problems) {
 	}
 	if c.Demo || len(c.Sites) == 0 && cc.Mode == certs.ModeACME {
 		// A demo has no hosts (any name); a configuration without sites is
-		// reported under sites.
-		cc.Hosts = []string{"localhost"}
+		// reported under sites. The stand-in is a name ACME would accept.
+		cc.Hosts = []string{"stand-in.example"}
 	}
 	p.leaf("tls", cc.Validate())
 }

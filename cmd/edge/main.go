@@ -1,205 +1,158 @@
-// Command edge is Maat's edge proxy: see DESIGN.md for its subcommands.
+// Command edge is Maat's edge proxy. `edge help` lists its commands;
+// DESIGN.md, "Command line", states their conventions: every command
+// answers -h and --help on standard output; flags may come before or
+// after the arguments; a usage error exits 2, any other error 1; every
+// message starts with "edge: " once.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"runtime/debug"
-	"syscall"
+	"strings"
 
 	"github.com/maatproxy/maat/edge"
 )
 
 func main() {
-	if err := run(context.Background(), os.Args, os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "edge:", err)
-		}
-		os.Exit(exitCode(err))
-	}
+	err := run(context.Background(), os.Args, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+	printError(os.Stderr, err)
+	os.Exit(exitCode(err))
+}
+
+// stdio are a command's standard streams.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
 }
 
 // errUsage marks a command-line mistake (exit code 2).
 var errUsage = errors.New("usage")
 
+// errHelpShown ends a command whose usage was asked for and printed
+// (exit code 0, nothing more printed).
+var errHelpShown = errors.New("help shown")
+
+// usageError is a command-line mistake in command name.
+func usageError(name, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if name != "" && name != "help" {
+		msg = name + ": " + msg + " (see edge " + name + " -h)"
+	} else {
+		msg += " (see edge help)"
+	}
+	return fmt.Errorf("%w: %s", errUsage, msg)
+}
+
 func exitCode(err error) int {
-	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+	switch {
+	case err == nil, errors.Is(err, errHelpShown):
+		return 0
+	case errors.Is(err, errUsage):
 		return 2
 	}
 	return 1
 }
 
-const usage = `usage: edge <command> [flags]
+// printError prints each problem of err on its own line, starting with
+// "edge: " once: errors of the edge package carry that prefix already
+// (DESIGN.md: a package prefixes the errors it creates), and the command
+// adds it only to those that lack it. Further lines of one problem are
+// indented under it.
+func printError(w io.Writer, err error) {
+	if err == nil || errors.Is(err, errHelpShown) {
+		return
+	}
+	for _, p := range edge.Problems(err) {
+		msg := p.Error()
+		if errors.Is(p, errUsage) {
+			msg = strings.TrimPrefix(msg, errUsage.Error()+": ")
+		}
+		if !strings.HasPrefix(msg, "edge: ") {
+			msg = "edge: " + msg
+		}
+		fmt.Fprintln(w, strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n", "\n  "))
+	}
+}
 
-commands:
-  demo                      HTTPS, HTTP/2 and HTTP/3 on https://localhost:8443 with a demo upstream
-  run -config FILE          serve a configuration (SIGHUP reloads, SIGTERM drains)
-  config check FILE         validate a configuration
-  policy check FILE         validate a policy (ours or Anubis's)
-  policy explain -config FILE [-ua S] [-path P] [-ip A] [-ja4 F] [-header K:V]...
-  robots2policy [FILE]      robots.txt to policy YAML
-  fp top [-by KEY] FILE...  summarize fingerprint logs
-  version
-`
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// run runs the command line args (args[0] is the program's name).
+func run(ctx context.Context, args []string, s stdio) error {
 	if len(args) < 2 {
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("%w: no command", errUsage)
+		printOverview(s.err)
+		return fmt.Errorf("%w: no command given (see edge help)", errUsage)
 	}
-	cmd, rest := args[1], args[2:]
-	switch cmd {
-	case "demo":
-		return runDemo(ctx, rest, stdout, stderr)
-	case "run":
-		return runServe(ctx, rest, stderr)
-	case "config":
-		return runConfig(rest, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, version())
+	name, rest := args[1], args[2:]
+	switch name {
+	case "-h", "-help", "--help":
+		printOverview(s.out)
 		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+	case "-version", "--version", "-V":
+		fmt.Fprintln(s.out, edge.ReadBuildInfo())
 		return nil
-	case "policy":
-		return runPolicy(ctx, rest, stdout, stderr)
-	case "robots2policy":
-		return runRobots(ctx, rest, stdout, stderr)
-	case "fp":
-		return runFP(ctx, rest, stdout, stderr)
+	case "help":
+		return runHelp(rest, s)
 	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
-}
-
-func version() string {
-	v := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		v = bi.Main.Version
+	cmd, rest, err := find(name, rest)
+	if err != nil {
+		return err
 	}
-	return "edge " + v
+	return cmd.exec(ctx, rest, s)
 }
 
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("edge "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+// find looks a command up by its words: "run", or "config" then "check".
+func find(name string, rest []string) (*command, []string, error) {
+	if g := group(name); len(g) > 0 {
+		if len(rest) == 0 {
+			return nil, nil, usageError(name, "a subcommand is needed: %s", strings.Join(subNames(g), ", "))
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return nil
-}
-
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("demo", stderr)
-	addr := fs.String("addr", "localhost:8443", "address for HTTPS (TCP) and HTTP/3 (UDP)")
-	upstream := fs.String("upstream", "", "protect your own app at this http:// URL instead of the demo one")
-	fpLog := fs.String("fp-log", "./edge-fp.jsonl", `fingerprint log file ("-" = stdout, "" = off)`)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	up := *upstream
-	if up == "" {
-		u, err := edge.StartDemoUpstream(ctx)
-		if err != nil {
-			return err
+		if isHelp(rest[0]) {
+			return &command{name: name, summary: "subcommands of " + name, group: g}, nil, nil
 		}
-		up = u
-	}
-	cfg, err := edge.DemoConfig(edge.DemoOptions{Addr: *addr, Upstream: up, FPLog: *fpLog})
-	if err != nil {
-		return err
-	}
-	log := edge.NewLogger(stderr, cfg.Log)
-	s, err := edge.New(cfg, log)
-	if err != nil {
-		return err
-	}
-	if err := s.Start(); err != nil {
-		return err
-	}
-	a := s.Addrs()
-	fmt.Fprintf(stdout, `Maat demo is running.
-
-  Open  https://%s/   (self-signed certificate: accept it, or curl -k)
-  Upstream: %s
-  Fingerprint log: %s
-
-Try:
-  curl -k https://%[1]s/
-  curl -k --http2 -A "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36" https://%[1]s/
-  curl -k --http3 https://%[1]s/        (if your curl speaks HTTP/3)
-
-Ctrl-C stops it.
-`, displayAddr(*addr, a.HTTPS), up, *fpLog)
-	<-ctx.Done()
-	return s.Shutdown(context.Background())
-}
-
-// displayAddr shows the address the user asked for when it has a name.
-func displayAddr(asked, bound string) string {
-	if len(asked) > 0 && asked[0] != ':' && asked[0] != '[' && !(asked[0] >= '0' && asked[0] <= '9') {
-		return asked
-	}
-	return bound
-}
-
-func runServe(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlags("run", stderr)
-	path := fs.String("config", "", "configuration file (YAML)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *path == "" {
-		return fmt.Errorf("%w: edge run needs -config FILE", errUsage)
-	}
-	cfg, err := edge.LoadConfig(*path)
-	if err != nil {
-		return err
-	}
-	log := edge.NewLogger(stderr, cfg.Log)
-	s, err := edge.New(cfg, log)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				s.ReloadFile(ctx, *path)
+		for _, c := range g {
+			if c.name == name+" "+rest[0] {
+				return c, rest[1:], nil
 			}
 		}
-	}()
-	return s.Serve(ctx)
+		return nil, nil, usageError(name, "unknown subcommand %q (want %s)", rest[0], strings.Join(subNames(g), ", "))
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c, rest, nil
+		}
+	}
+	return nil, nil, usageError("", "unknown command %q", name)
 }
 
-func runConfig(args []string, stdout, stderr io.Writer) error {
-	if len(args) != 2 || args[0] != "check" {
-		return fmt.Errorf("%w: edge config check FILE", errUsage)
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
+// runHelp prints the usage of a command, or the overview.
+func runHelp(words []string, s stdio) error {
+	if len(words) == 0 || len(words) == 1 && isHelp(words[0]) {
+		printOverview(s.out)
+		return nil
 	}
-	if _, err := edge.LoadConfig(args[1]); err != nil {
+	if g := group(words[0]); len(g) > 0 && len(words) == 1 {
+		words = append(words, "-h") // the group's list of subcommands
+	}
+	cmd, rest, err := find(words[0], words[1:])
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: ok\n", args[1])
+	if len(rest) > 0 && cmd.group == nil {
+		return usageError("help", "unexpected %q", strings.Join(rest, " "))
+	}
+	cmd.printUsage(s.out)
 	return nil
+}
+
+// printOverview is the usage of edge itself.
+func printOverview(w io.Writer) {
+	fmt.Fprint(w, "usage: edge <command> [flags] [arguments]\n\nMaat's edge proxy: TLS, HTTP/3, fingerprints and a bot policy in front of your sites.\n\ncommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-28s  %s\n", c.name+" "+c.synopsisShort(), c.summary)
+	}
+	fmt.Fprintf(w, "  %-28s  %s\n", "help [COMMAND]", "Describe a command, or list them")
+	fmt.Fprint(w, "\nedge help COMMAND (or edge COMMAND -h) describes a command and its flags.\nFlags may come before or after arguments. Exit status: 0 ok, 1 failure, 2 usage error.\n")
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -225,46 +223,5 @@ func TestReloadAndDrainBySignal(t *testing.T) {
 		p.done <- nil // for Cleanup
 	case <-time.After(10 * time.Second):
 		t.Fatal("did not exit after draining")
-	}
-}
-
-func TestCommandLine(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.yaml")
-	_ = os.WriteFile(bad, []byte("listen: {https: \":443\"}\nsites:\n  - hosts: [a.test]\n    upstream: http://127.0.0.1:1\n    bogus: 3\n"), 0o600)
-	good := filepath.Join(dir, "good.yaml")
-	_ = os.WriteFile(good, []byte("tls: {mode: self-signed}\nsites: [{hosts: [a.test], upstream: \"http://127.0.0.1:1\"}]\n"), 0o600)
-	for _, tt := range []struct {
-		name    string
-		args    []string
-		wantErr string
-		wantOut string
-	}{
-		{"version", []string{"edge", "version"}, "", "edge "},
-		{"no command", []string{"edge"}, "no command", ""},
-		{"unknown", []string{"edge", "frobnicate"}, "unknown command", ""},
-		{"config check bad", []string{"edge", "config", "check", bad}, "bad.yaml:5: unknown key bogus", ""},
-		{"config check good", []string{"edge", "config", "check", good}, "", "good.yaml: ok"},
-		{"run without config", []string{"edge", "run"}, "needs -config", ""},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var out, errOut bytes.Buffer
-			err := run(context.Background(), tt.args, &out, &errOut)
-			if tt.wantErr == "" && err != nil {
-				t.Fatalf("error %v", err)
-			}
-			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Fatalf("error %v, want %q", err, tt.wantErr)
-			}
-			if !strings.Contains(out.String(), tt.wantOut) {
-				t.Errorf("stdout %q, want %q", out.String(), tt.wantOut)
-			}
-			if tt.wantErr != "" && exitCode(err) == 0 {
-				t.Error("exit code 0 on error")
-			}
-			_ = errors.Is
-		})
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,100 +11,178 @@ import (
 	"github.com/maatproxy/maat/edge"
 )
 
-func runPolicy(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: edge policy check FILE | edge policy explain -config FILE …", errUsage)
+func policyCheckCommand() *command {
+	return &command{
+		name: "policy check", args: "FILE", minArgs: 1, maxArgs: 1, summary: "Validate a policy file (ours or Anubis's)",
+		doc: `Compiles the policy FILE and its imports; errors name file:line. Rules
+that are skipped (an Anubis feature this edge does not have) are warnings.`,
+		flags: func(*flag.FlagSet) func(context.Context, stdio, []string) error {
+			return func(_ context.Context, s stdio, args []string) error {
+				warnings, err := edge.CheckPolicy(args[0])
+				if err != nil {
+					return err
+				}
+				for _, w := range warnings {
+					fmt.Fprintln(s.err, "edge: warning:", w)
+				}
+				fmt.Fprintf(s.out, "%s: ok\n", args[0])
+				return nil
+			}
+		},
 	}
-	switch args[0] {
-	case "check":
-		if len(args) != 2 {
-			return fmt.Errorf("%w: edge policy check FILE", errUsage)
-		}
-		warnings, err := edge.CheckPolicy(args[1])
+}
+
+func policyExplainCommand() *command {
+	return &command{
+		name: "policy explain", summary: "Say which rules match a request, its weight and the decision",
+		doc: `Describes a request with flags, or with one line of the fingerprint log
+(-from-log LINE, or -from-log - to read it from standard input; flags given
+as well override the line's fields), and explains it with the policy of
+-config FILE, of -policy FILE alone, or the built-in default.
+
+It runs the checks the live edge runs before the policy: crawler
+verification for a User-Agent that claims a known crawler (reverse and
+forward DNS, as live; -no-dns skips it), and the geo lookup when the
+configuration has databases. The output says which checks ran.`,
+		flags: func(fs *flag.FlagSet) func(context.Context, stdio, []string) error {
+			cfgPath := fs.String("config", "", "configuration whose policy, geo databases and divert targets to use")
+			polPath := fs.String("policy", "", "a policy file to use without a configuration")
+			fromLog := fs.String("from-log", "", `one line of the fingerprint log ("-" = read it from standard input)`)
+			noDNS := fs.Bool("no-dns", false, "skip crawler verification (offline)")
+			var er edge.ExplainRequest
+			fs.StringVar(&er.UA, "ua", "", "User-Agent")
+			fs.StringVar(&er.Path, "path", "", "request path, with query (default /)")
+			fs.StringVar(&er.IP, "ip", "", "client address (default 192.0.2.1)")
+			fs.StringVar(&er.JA4, "ja4", "", "JA4 fingerprint of the client's TLS hello")
+			fs.StringVar(&er.Method, "method", "", "request method (default GET)")
+			fs.StringVar(&er.Host, "host", "", "Host header")
+			fs.StringVar(&er.Proto, "proto", "", "HTTP/1.1, HTTP/2.0 or HTTP/3.0 (default HTTP/2.0)")
+			fs.Func("header", "a request header Key:value (repeatable, in wire order)", func(h string) error {
+				er.Headers = append(er.Headers, h)
+				return nil
+			})
+			return func(ctx context.Context, s stdio, _ []string) error {
+				if *fromLog != "" {
+					base, err := explainFromLog(*fromLog, s.in)
+					if err != nil {
+						return err
+					}
+					set := map[string]bool{}
+					fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+					er = mergeExplain(base, er, set)
+					if er.IP == "" {
+						fmt.Fprintln(s.err, "edge: warning: the log line's remote_ip is not an address (log.client_ip hides it): explaining as 192.0.2.1; give -ip to choose")
+					}
+				}
+				o := edge.ExplainOptions{Policy: *polPath, NoDNS: *noDNS}
+				if *cfgPath != "" {
+					if *polPath != "" {
+						return usageError("policy explain", "give -config or -policy, not both")
+					}
+					cfg, err := edge.LoadConfig(*cfgPath)
+					if err != nil {
+						return err
+					}
+					o.Config = &cfg
+				}
+				out, err := edge.ExplainPolicy(ctx, er, o)
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(s.out, out)
+				if !strings.HasSuffix(out, "\n") {
+					fmt.Fprintln(s.out)
+				}
+				return nil
+			}
+		},
+	}
+}
+
+// explainFromLog reads the -from-log line: the flag's value, or one line
+// of in for "-".
+func explainFromLog(v string, in io.Reader) (edge.ExplainRequest, error) {
+	if v == "-" {
+		b, err := io.ReadAll(io.LimitReader(in, 1<<20))
 		if err != nil {
-			return err
+			return edge.ExplainRequest{}, fmt.Errorf("read -from-log: %w", err)
 		}
-		for _, w := range warnings {
-			fmt.Fprintln(stderr, "warning:", w)
+		v, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
+	}
+	return edge.ExplainRequestFromLog([]byte(strings.TrimSpace(v)))
+}
+
+// mergeExplain takes the log line's request and the flags the user set.
+func mergeExplain(base, flags edge.ExplainRequest, set map[string]bool) edge.ExplainRequest {
+	pick := func(name string, dst *string, v string) {
+		if set[name] {
+			*dst = v
 		}
-		fmt.Fprintf(stdout, "%s: ok\n", args[1])
-		return nil
-	case "explain":
-		fs := newFlags("policy explain", stderr)
-		cfgPath := fs.String("config", "", "configuration file whose policy to use (empty: the built-in default)")
-		var er edge.ExplainRequest
-		fs.StringVar(&er.UA, "ua", "", "User-Agent")
-		fs.StringVar(&er.Path, "path", "/", "request path (with query)")
-		fs.StringVar(&er.IP, "ip", "", "client address")
-		fs.StringVar(&er.JA4, "ja4", "", "JA4 fingerprint of the client's TLS hello")
-		fs.StringVar(&er.Method, "method", "GET", "request method")
-		fs.StringVar(&er.Host, "host", "", "Host header")
-		fs.StringVar(&er.Proto, "proto", "HTTP/2.0", "HTTP/1.1, HTTP/2.0 or HTTP/3.0")
-		fs.Func("header", "a request header Key:value (repeatable, in wire order)", func(s string) error {
-			er.Headers = append(er.Headers, s)
-			return nil
-		})
-		if err := parseFlags(fs, args[1:]); err != nil {
-			return err
-		}
-		cfg := edge.DefaultConfig()
-		if *cfgPath != "" {
-			c, err := edge.LoadConfig(*cfgPath)
-			if err != nil {
+	}
+	pick("ua", &base.UA, flags.UA)
+	pick("path", &base.Path, flags.Path)
+	pick("ip", &base.IP, flags.IP)
+	pick("ja4", &base.JA4, flags.JA4)
+	pick("method", &base.Method, flags.Method)
+	pick("host", &base.Host, flags.Host)
+	pick("proto", &base.Proto, flags.Proto)
+	if set["header"] {
+		base.Headers = flags.Headers
+	}
+	return base
+}
+
+func robotsCommand() *command {
+	return &command{
+		name: "robots2policy", args: "[FILE]", maxArgs: 1, summary: "Turn robots.txt into a policy that imports the default",
+		doc: `Reads robots.txt from FILE, or standard input when FILE is absent or "-",
+and writes policy YAML: Disallow paths are denied to crawlers, Crawl-delay
+becomes a RATE rule, and the default policy is imported for the rest. Honest
+clients (git, curl, feed readers) stay allowed on Disallow paths unless
+-disallow-honest-clients.`,
+		flags: func(fs *flag.FlagSet) func(context.Context, stdio, []string) error {
+			var o edge.RobotsOptions
+			fs.BoolVar(&o.DisallowHonestClients, "disallow-honest-clients", false, "deny Disallow paths to honest clients too")
+			return func(_ context.Context, s stdio, args []string) error {
+				in := s.in
+				if len(args) == 1 && args[0] != "-" {
+					f, err := os.Open(args[0])
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					in = f
+				}
+				out, err := edge.RobotsToPolicy(in, o)
+				if err != nil {
+					return err
+				}
+				_, err = s.out.Write(out)
 				return err
 			}
-			cfg = c
-		}
-		out, err := edge.ExplainPolicy(cfg, er)
-		if err != nil {
-			return err
-		}
-		fmt.Fprint(stdout, out)
-		if !strings.HasSuffix(out, "\n") {
-			fmt.Fprintln(stdout)
-		}
-		return nil
+		},
 	}
-	return fmt.Errorf("%w: unknown policy command %q", errUsage, args[0])
 }
 
-func runRobots(_ context.Context, args []string, stdout, _ io.Writer) error {
-	var in io.Reader = os.Stdin
-	switch len(args) {
-	case 0:
-	case 1:
-		f, err := os.Open(args[0])
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		in = f
-	default:
-		return fmt.Errorf("%w: edge robots2policy [FILE]", errUsage)
+func fpTopCommand() *command {
+	return &command{
+		name: "fp top", args: "FILE…", minArgs: 1, maxArgs: -1, summary: "Summarize fingerprint logs",
+		doc: `Counts the values of one field over fingerprint log files (plain or .gz;
+"-" reads standard input), the most frequent first, with the actions taken.
+-by takes: ` + strings.Join(edge.FPTopFields(), ", ") + `.`,
+		flags: func(fs *flag.FlagSet) func(context.Context, stdio, []string) error {
+			var o edge.FPTopOptions
+			fs.StringVar(&o.By, "by", "ja4", "the field to count (see above)")
+			fs.StringVar(&o.Since, "since", "", "only records newer than this: 90m, 12h, 1d, 2w")
+			fs.IntVar(&o.Limit, "n", 20, "rows to show (negative: all)")
+			fs.BoolVar(&o.JSON, "json", false, "JSON for machines")
+			return func(_ context.Context, s stdio, args []string) error {
+				if err := o.Validate(); err != nil {
+					return usageError("fp top", "%v", err)
+				}
+				o.Stdin = s.in
+				return edge.FPTop(s.out, args, o)
+			}
+		},
 	}
-	out, err := edge.RobotsToPolicy(in)
-	if err != nil {
-		return err
-	}
-	_, err = stdout.Write(out)
-	return err
-}
-
-func runFP(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "top" {
-		return fmt.Errorf("%w: edge fp top [-by KEY] [-since DURATION] [-json] FILE…", errUsage)
-	}
-	fs := newFlags("fp top", stderr)
-	var o edge.FPTopOptions
-	fs.StringVar(&o.By, "by", "ja4", "ja4|hfp|h2fp|ua|family|ip|rule|action (also ja4_r, ja4_o, ja4_ro, hfp_r, ja4h, host, proto)")
-	fs.DurationVar(&o.Since, "since", 0, "only records newer than this, e.g. 1h")
-	fs.IntVar(&o.Limit, "n", 20, "rows to show (negative: all)")
-	fs.BoolVar(&o.JSON, "json", false, "JSON for machines")
-	if err := parseFlags(fs, args[1:]); err != nil {
-		return err
-	}
-	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: edge fp top needs at least one log file", errUsage)
-	}
-	return edge.FPTop(stdout, fs.Args(), o)
 }

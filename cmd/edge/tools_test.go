@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maatproxy/maat/edge"
+)
+
+// fpLines are two fingerprint log lines as the edge writes them: one of
+// now, one of three days ago.
+func fpLines(now time.Time) string {
+	return fmt.Sprintf(`{"time":%q,"remote_ip":"203.0.113.5","asn":64500,"as_org":"Example Net","country":"NL","host":"a.test","method":"GET","path":"/new","proto":"HTTP/2.0","ja4":"t13d1516h2_8daaf6152771_02713d6af862","hfp":"h206_aaaaaaaaaaaa","hfp_r":":method,:authority,:scheme,:path,user-agent,accept","h2fp":"1:65536|0|0|m,a,s,p","user_agent":"curl/8.0","client_family":"curl","weight":0,"rules":["honest-clients"],"action":"ALLOW","status":200,"bytes":10,"duration_ms":1}
+{"time":%q,"remote_ip":"203.0.113.9","host":"b.test","method":"POST","path":"/old","proto":"HTTP/1.1","user_agent":"x","rules":["a","b"],"action":"DENY","status":403}
+`, now.UTC().Format(time.RFC3339Nano), now.Add(-72*time.Hour).UTC().Format(time.RFC3339Nano))
+}
+
+type topRow struct {
+	Value   string           `json:"value"`
+	Count   int64            `json:"count"`
+	Actions map[string]int64 `json:"actions"`
+}
+
+func topJSON(t *testing.T, out string) map[string]int64 {
+	t.Helper()
+	var rows []topRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("not JSON rows: %v\n%s", err, out)
+	}
+	m := map[string]int64{}
+	for _, r := range rows {
+		m[r.Value] = r.Count
+	}
+	return m
+}
+
+// TestFPTop: every -by field of the log works, "-" reads standard input,
+// -since 1d leaves out the old line, and flags may follow the files.
+func TestFPTop(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := writeFile(t, dir, "fp.jsonl", fpLines(time.Now()))
+	want := map[string]map[string]int64{
+		"path":    {"/new": 1, "/old": 1},
+		"status":  {"200": 1, "403": 1},
+		"action":  {"ALLOW": 1, "DENY": 1},
+		"rule":    {"honest-clients": 1, "a": 1, "b": 1},
+		"asn":     {"64500": 1, "": 1},
+		"country": {"NL": 1, "": 1},
+		"as_org":  {"Example Net": 1, "": 1},
+		"method":  {"GET": 1, "POST": 1},
+		"host":    {"a.test": 1, "b.test": 1},
+		"ip":      {"203.0.113.5": 1, "203.0.113.9": 1},
+		"family":  {"curl": 1, "": 1},
+	}
+	for _, by := range edge.FPTopFields() {
+		t.Run("by "+by, func(t *testing.T) {
+			t.Parallel()
+			out, errOut, code := edgeRun(t, "", "fp", "top", log, "-by", by, "-json") // flags after the file
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			got := topJSON(t, out)
+			var total int64
+			for _, n := range got {
+				total += n
+			}
+			if total < 2 {
+				t.Errorf("-by %s counted %v, want both lines", by, got)
+			}
+			if w, ok := want[by]; ok && fmt.Sprint(got) != fmt.Sprint(w) {
+				t.Errorf("-by %s: %v, want %v", by, got, w)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		name  string
+		stdin string
+		args  []string
+		want  map[string]int64
+	}{
+		{"stdin", fpLines(time.Now()), []string{"fp", "top", "-by", "path", "-json", "-"}, map[string]int64{"/new": 1, "/old": 1}},
+		{"since 1d", "", []string{"fp", "top", "-by", "path", "-since", "1d", "-json", log}, map[string]int64{"/new": 1}},
+		{"since 4d", "", []string{"fp", "top", log, "-since", "4d", "-json", "-by", "path"}, map[string]int64{"/new": 1, "/old": 1}},
+		{"n 1 after the file", "", []string{"fp", "top", "-by", "rule", log, "-n", "1", "-json"}, map[string]int64{"a": 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, errOut, code := edgeRun(t, tt.stdin, tt.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			if got := topJSON(t, out); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("%v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRobots2Policy: the file or standard input ("-", or nothing) is read,
+// and -disallow-honest-clients reaches the converter.
+func TestRobots2Policy(t *testing.T) {
+	t.Parallel()
+	robots := "User-agent: *\nDisallow: /private/\nCrawl-delay: 5\n"
+	file := writeFile(t, t.TempDir(), "robots.txt", robots)
+	fromFile, _, code := edgeRun(t, "", "robots2policy", file)
+	if code != 0 || !strings.Contains(fromFile, "/private/") {
+		t.Fatalf("exit %d, output:\n%s", code, fromFile)
+	}
+	for _, args := range [][]string{{"robots2policy"}, {"robots2policy", "-"}} {
+		if out, _, code := edgeRun(t, robots, args...); code != 0 || out != fromFile {
+			t.Errorf("%v from standard input: exit %d, differs from the file's:\n%s", args, code, out)
+		}
+	}
+	strict, _, code := edgeRun(t, "", "robots2policy", file, "-disallow-honest-clients")
+	if code != 0 || strict == fromFile {
+		t.Errorf("-disallow-honest-clients after the file: exit %d, output unchanged", code)
+	}
+	// Both outputs are policies the edge loads.
+	dir := t.TempDir()
+	for name, p := range map[string]string{"lenient.yaml": fromFile, "strict.yaml": strict} {
+		if out, errOut, code := edgeRun(t, "", "policy", "check", writeFile(t, dir, name, p)); code != 0 {
+			t.Errorf("%s: exit %d %s %s", name, code, out, errOut)
+		}
+	}
+}
+
+const googlebotUA = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+
+// TestPolicyExplainAlone: -policy FILE without a configuration, checks
+// named, -no-dns said to skip, -from-log with flags that override it.
+func TestPolicyExplainAlone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pol := writeFile(t, dir, "policy.yaml", "bots:\n  - name: no-admin\n    path_regex: ^/admin\n    action: DENY\n  - name: rest\n    path_regex: .*\n    action: ALLOW\n")
+	line := strings.SplitN(fpLines(time.Now()), "\n", 2)[0]
+	for _, tt := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"policy alone", []string{"policy", "explain", "-policy", pol, "-path", "/admin/x"}, []string{"decision: DENY", "rule=no-admin"}},
+		{"flags after nothing else", []string{"policy", "explain", "-path", "/ok", "-policy", pol}, []string{"decision: ALLOW", "rule=rest"}},
+		{"crawler skipped offline", []string{"policy", "explain", "-policy", pol, "-ua", googlebotUA, "-no-dns"}, []string{"check crawler verification: SKIPPED"}},
+		{"from log", []string{"policy", "explain", "-policy", pol, "-from-log", line}, []string{"decision: ALLOW", "rule=rest", "check geo: ran: AS64500 (Example Net), country NL"}},
+		{"from log, path overridden", []string{"policy", "explain", "-from-log", line, "-policy", pol, "-path", "/admin"}, []string{"decision: DENY"}},
+		{"default policy", []string{"policy", "explain", "-ua", "curl/8.5.0", "-no-dns"}, []string{"decision: ALLOW"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, errOut, code := edgeRun(t, "", tt.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	// -from-log - reads the line from standard input.
+	out, errOut, code := edgeRun(t, line+"\n", "policy", "explain", "-policy", pol, "-from-log", "-")
+	if code != 0 || !strings.Contains(out, "rule=rest") {
+		t.Errorf("-from-log -: exit %d %s\n%s", code, errOut, out)
+	}
+}

@@ -1,0 +1,178 @@
+package edge
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// tree lists the files under dir.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestCheckConfigFindsWhatRunRefuses: for each mistake, CheckConfig names
+// the file, line and key, and the edge itself (LoadConfig, New and Start,
+// as `edge run` calls them) refuses the same file: the check reports what run
+// would meet, before it meets it. The check writes nothing.
+func TestCheckConfigFindsWhatRunRefuses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	badPolicy := write("bad-policy.yaml", "bots:\n  - name: x\n    action: ALLOW\n")
+	notMMDB := write("asn.mmdb", "not a database\n")
+	badTemplates := write("templates/page.html", `{{define "page"}}{{.Nope`)
+	aFile := write("a-file", "x")
+	base := "listen: { https: \"127.0.0.1:0\", http: \"\", admin: \"\" }\nlog: { fingerprints: off }\n"
+	site := "sites:\n  - hosts: [a.test]\n    upstream: http://127.0.0.1:1\n"
+	for _, tt := range []struct {
+		name, yaml string
+		want       string
+	}{
+		{"missing policy", base + "tls: {mode: self-signed, cache: ''}\npolicy: " + dir + "/nope.yaml\n" + site,
+			":4: policy: open " + dir + "/nope.yaml: no such file or directory"},
+		{"invalid policy", base + "tls: {mode: self-signed, cache: ''}\npolicy: " + badPolicy + "\n" + site,
+			":4: policy: invalid policy: " + badPolicy + ":2: rule \"x\": no matcher"},
+		{"missing certificate files", base + "tls:\n  mode: files\n  cert_file: " + dir + "/c.pem\n  key_file: " + dir + "/k.pem\n" + site,
+			":3: tls: certs: loading " + dir + "/c.pem"},
+		{"access log directory missing", base + "tls: {mode: self-signed, cache: ''}\n" + site + "    access_log: {path: " + dir + "/nodir/access.log}\n",
+			":7: sites[0].access_log.path: directory " + dir + "/nodir does not exist"},
+		{"fingerprint log directory unmakeable", "listen: { https: \"127.0.0.1:0\", http: \"\", admin: \"\" }\ntls: {mode: self-signed, cache: ''}\nlog: {fingerprints: " + aFile + "/sub/fp.jsonl}\n" + site,
+			":3: log.fingerprints: directory " + aFile + "/sub cannot be made: " + aFile + " is not a directory"},
+		{"port out of range", "listen: { https: \":99443\" }\nlog: { fingerprints: off }\ntls: {mode: self-signed, cache: ''}\n" + site,
+			":1: listen.https: port \"99443\" is not a number from 0 to 65535"},
+		{"address that does not resolve", "listen: { https: \"127.0.0.1:0\", http: \"\", admin: \"nohost.invalid:9100\" }\nlog: { fingerprints: off }\ntls: {mode: self-signed, cache: ''}\n" + site,
+			":1: listen.admin: lookup nohost.invalid"},
+		{"static root missing", base + "tls: {mode: self-signed, cache: ''}\nsites:\n  - hosts: [a.test]\n    root: " + dir + "/www\n",
+			":6: sites[0].root: static: root is not a usable directory"},
+		{"geo file not a database", base + "tls: {mode: self-signed, cache: ''}\ngeo: {asn_db: " + notMMDB + "}\n" + site,
+			":4: geo: "},
+		{"templates that do not parse", base + "tls: {mode: self-signed, cache: ''}\nchallenge: {template_dir: " + filepath.Dir(badTemplates) + "}\n" + site,
+			":4: challenge.template_dir: "},
+		{"state directory unmakeable", base + "tls: {mode: self-signed, cache: " + aFile + "/state}\n" + site,
+			":3: tls.cache: directory " + aFile + "/state cannot be made"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfgPath := filepath.Join(t.TempDir(), "edge.yaml")
+			if err := os.WriteFile(cfgPath, []byte(tt.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := tree(t, dir)
+			_, err := CheckConfig(cfgPath)
+			if err == nil || !strings.Contains(err.Error(), cfgPath+tt.want) {
+				t.Errorf("CheckConfig: %v\nwant %s%s", err, cfgPath, tt.want)
+			}
+			if after := tree(t, dir); !slices.Equal(before, after) {
+				t.Errorf("the check wrote: before %v, after %v", before, after)
+			}
+			cfg, err := LoadConfig(cfgPath)
+			if err == nil {
+				var s *Server
+				if s, err = New(cfg, nil); err == nil {
+					err = s.Start()
+					s.Shutdown(t.Context())
+				}
+			}
+			if err == nil {
+				t.Errorf("run accepts what the check refused")
+			}
+		})
+	}
+}
+
+// TestCheckConfigGood: a good file passes and nothing is made; its
+// warnings say what run would warn of.
+func TestCheckConfigGood(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "edge.yaml")
+	www := filepath.Join(dir, "www")
+	if err := os.Mkdir(www, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf(`listen: { https: "127.0.0.1:0", http: "127.0.0.1:0", admin: "localhost:0" }
+tls: { mode: self-signed, cache: %q }
+log: { fingerprints: %q }
+sites:
+  - hosts: [a.test]
+    upstream: http://127.0.0.1:1
+    access_log: { path: %q }
+    routes: [{ path: /static/, root: %q }]
+`, filepath.Join(dir, "state"), filepath.Join(dir, "logs", "fp.jsonl"), filepath.Join(dir, "access.log"), www)
+	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, dir)
+	warnings, err := CheckConfig(cfgPath)
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("CheckConfig: %v, warnings %q", err, warnings)
+	}
+	if after := tree(t, dir); !slices.Equal(before, after) {
+		t.Errorf("the check wrote: before %v, after %v", before, after)
+	}
+	// Without a state directory, the per-process secret is a warning.
+	if err := os.WriteFile(cfgPath, []byte(strings.Replace(text, filepath.Join(dir, "state"), "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	warnings, err = CheckConfig(cfgPath)
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "will not survive a restart") {
+		t.Errorf("CheckConfig: %v, warnings %q", err, warnings)
+	}
+}
+
+// TestLoadConfigFingerprintDefault: a file that does not name a
+// fingerprint log gets the default; "off" and "" turn it off; ParseConfig
+// (configurations made in code) leaves it off.
+func TestLoadConfigFingerprintDefault(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const site = "sites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"
+	for _, tt := range []struct{ name, log, want string }{
+		{"absent", "", DefaultFingerprintLog},
+		{"off", "log: {fingerprints: off}\n", ""},
+		{"empty", "log: {fingerprints: \"\"}\n", ""},
+		{"stdout", "log: {fingerprints: \"-\"}\n", "-"},
+		{"a file", "log: {fingerprints: /srv/fp.jsonl}\n", "/srv/fp.jsonl"},
+	} {
+		p := filepath.Join(dir, tt.name+".yaml")
+		if err := os.WriteFile(p, []byte(tt.log+site), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := LoadConfig(p)
+		if err != nil || cfg.Log.Fingerprints != tt.want {
+			t.Errorf("%s: %q, %v; want %q", tt.name, cfg.Log.Fingerprints, err, tt.want)
+		}
+	}
+	if cfg, err := ParseConfig("p.yaml", []byte(site)); err != nil || cfg.Log.Fingerprints != "" {
+		t.Errorf("ParseConfig: %q, %v; want off", cfg.Log.Fingerprints, err)
+	}
+	if cfg, err := DemoConfig(DemoOptions{Upstream: "http://127.0.0.1:1"}); err != nil || cfg.Log.Fingerprints != "./edge-fp.jsonl" {
+		t.Errorf("demo: %q, %v", cfg.Log.Fingerprints, err)
+	}
+}
