@@ -4,7 +4,8 @@ PKGS    ?= ./...
 # Debian packages the tests drive for real: command → package.
 SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl haproxy:haproxy \
            wget:wget python3:python3 npm:npm node:nodejs \
-           dpkg-deb:dpkg systemd-analyze:systemd man:man-db shellcheck:shellcheck
+           dpkg-deb:dpkg systemd-analyze:systemd man:man-db shellcheck:shellcheck \
+           zsh:zsh update-ca-certificates:ca-certificates script:bsdutils
 # Packages without a command: fonts for the screenshots of the challenge page.
 SYSPKGS := fonts-noto-cjk
 
