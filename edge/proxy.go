@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -186,15 +187,15 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	out := req // rewrite built it for st.target
 	for {
 		tg := st.target
-		if err := tg.slots.acquire(req.Context(), t.queue); err != nil {
+		if err := tg.slots.acquire(req.Context(), st.client, t.queue); err != nil {
 			return nil, err
 		}
 		res, err := t.base.RoundTrip(out)
 		if err == nil {
-			holdSlot(res, tg.slots)
+			holdSlot(res, tg.slots, st.client)
 			return res, nil
 		}
-		tg.slots.release()
+		tg.slots.release(st.client)
 		if !isDialError(err) {
 			return nil, err
 		}
@@ -219,38 +220,40 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 // holdSlot keeps an upstream connection slot until the response body is
 // closed (ReverseProxy closes it after copying, or on the client's reset),
 // or, for a protocol switch (websockets), until the tunnel closes.
-func holdSlot(res *http.Response, slots *connSlots) {
+func holdSlot(res *http.Response, slots *connSlots, client netip.Addr) {
 	if rwc, ok := res.Body.(io.ReadWriteCloser); ok && res.StatusCode == http.StatusSwitchingProtocols {
-		res.Body = &releaseRWC{ReadWriteCloser: rwc, slots: slots}
+		res.Body = &releaseRWC{ReadWriteCloser: rwc, slots: slots, client: client}
 		return
 	}
-	res.Body = &releaseBody{ReadCloser: res.Body, slots: slots}
+	res.Body = &releaseBody{ReadCloser: res.Body, slots: slots, client: client}
 }
 
 type releaseBody struct {
 	io.ReadCloser
-	slots *connSlots
-	done  atomic.Bool
+	slots  *connSlots
+	client netip.Addr
+	done   atomic.Bool
 }
 
 func (b *releaseBody) Close() error {
 	err := b.ReadCloser.Close()
 	if b.done.CompareAndSwap(false, true) {
-		b.slots.release()
+		b.slots.release(b.client)
 	}
 	return err
 }
 
 type releaseRWC struct {
 	io.ReadWriteCloser
-	slots *connSlots
-	done  atomic.Bool
+	slots  *connSlots
+	client netip.Addr
+	done   atomic.Bool
 }
 
 func (b *releaseRWC) Close() error {
 	err := b.ReadWriteCloser.Close()
 	if b.done.CompareAndSwap(false, true) {
-		b.slots.release()
+		b.slots.release(b.client)
 	}
 	return err
 }

@@ -6,9 +6,11 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -71,22 +73,44 @@ func (p *pool) ok(t *target) {
 
 // connSlots caps the connections to one upstream address
 // (limits.upstream_conns): an exchange holds a slot while it uses a
-// connection, and a request beyond the cap waits in line, at most
+// connection, and a request beyond the cap waits, at most
 // limits.upstream_queue, for one. HTTP/1.1 carries one exchange per
 // connection, so slots are connections; a small application behind the
 // edge sees at most that many, whatever a flood of clients does.
+//
+// A freed slot goes to the waiting client that holds the fewest slots
+// (the oldest of its requests): a client queuing hundreds of requests
+// waits behind its own, not in front of everyone else's.
 type connSlots struct {
-	ch chan struct{}
+	size int
 	// stalled counts the slots held by answers whose client fell behind
 	// and whose rest could not be read ahead (spillBody): at most half the
 	// slots may be held so, the other half stays for everyone else.
 	stalled atomic.Int32
+
+	mu      sync.Mutex // guards the fields below
+	inUse   int
+	held    map[netip.Addr]int       // slots held, by client
+	waiting map[netip.Addr][]*waiter // each client's waiting requests, oldest first
+	nwait   int
+	seq     uint64
+}
+
+// waiter is a request waiting for a slot.
+type waiter struct {
+	ready   chan struct{} // receives the slot
+	seq     uint64        // arrival order
+	granted bool          // set with mu held when the slot is handed over
+}
+
+func newConnSlots(size int) *connSlots {
+	return &connSlots{size: size, held: map[netip.Addr]int{}, waiting: map[netip.Addr][]*waiter{}}
 }
 
 // stall counts one more slot held by a client that fell behind, or reports
 // false when half the slots already are.
 func (s *connSlots) stall() bool {
-	if int(s.stalled.Add(1)) > max(1, cap(s.ch)/2) {
+	if int(s.stalled.Add(1)) > max(1, s.size/2) {
 		s.stalled.Add(-1)
 		return false
 	}
@@ -95,30 +119,97 @@ func (s *connSlots) stall() bool {
 
 func (s *connSlots) unstall() { s.stalled.Add(-1) }
 
-// acquire takes a slot, waiting at most queue (or until ctx ends: a reset
-// stream leaves the line at once).
-func (s *connSlots) acquire(ctx context.Context, queue time.Duration) error {
-	select {
-	case s.ch <- struct{}{}:
+// acquire takes a slot for client, waiting at most queue (or until ctx
+// ends: a reset stream leaves the line at once).
+func (s *connSlots) acquire(ctx context.Context, client netip.Addr, queue time.Duration) error {
+	client = clientKey(client)
+	s.mu.Lock()
+	if s.inUse < s.size && s.nwait == 0 {
+		s.inUse++
+		s.held[client]++
+		s.mu.Unlock()
 		return nil
-	default:
 	}
+	s.seq++
+	w := &waiter{ready: make(chan struct{}, 1), seq: s.seq}
+	s.waiting[client] = append(s.waiting[client], w)
+	s.nwait++
+	s.mu.Unlock()
+
 	t := time.NewTimer(queue)
 	defer t.Stop()
+	var err error
 	select {
-	case s.ch <- struct{}{}:
+	case <-w.ready:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		err = ctx.Err()
 	case <-t.C:
-		return errQueueFull
+		err = errQueueFull
 	}
+	s.mu.Lock()
+	if w.granted { // handed over as we gave up: give it back
+		s.mu.Unlock()
+		s.release(client)
+		return err
+	}
+	q := s.waiting[client]
+	for i, x := range q {
+		if x == w {
+			q = append(q[:i], q[i+1:]...)
+			break
+		}
+	}
+	if len(q) == 0 {
+		delete(s.waiting, client)
+	} else {
+		s.waiting[client] = q
+	}
+	s.nwait--
+	s.mu.Unlock()
+	return err
 }
 
-func (s *connSlots) release() { <-s.ch }
+// release gives client's slot to the waiting client holding the fewest
+// slots, or frees it.
+func (s *connSlots) release(client netip.Addr) {
+	client = clientKey(client)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[client] <= 1 {
+		delete(s.held, client)
+	} else {
+		s.held[client]--
+	}
+	if s.nwait == 0 {
+		s.inUse--
+		return
+	}
+	var next netip.Addr
+	var best *waiter
+	for c, q := range s.waiting {
+		w := q[0]
+		if best == nil || s.held[c] < s.held[next] || s.held[c] == s.held[next] && w.seq < best.seq {
+			next, best = c, w
+		}
+	}
+	if q := s.waiting[next][1:]; len(q) == 0 {
+		delete(s.waiting, next)
+	} else {
+		s.waiting[next] = q
+	}
+	s.nwait--
+	s.held[next]++
+	best.granted = true
+	best.ready <- struct{}{}
+}
 
-// inUse is the number of slots held.
-func (s *connSlots) inUse() int { return len(s.ch) }
+// busy is the number of slots held.
+func (s *connSlots) busy() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inUse
+}
 
 // slotTable holds one connSlots per upstream address of a Handler.
 type slotTable struct {
@@ -133,7 +224,7 @@ func (t *slotTable) forHost(host string) *connSlots {
 	if t.byHost == nil {
 		t.byHost = map[string]*connSlots{}
 	}
-	s := &connSlots{ch: make(chan struct{}, t.size)}
+	s := newConnSlots(t.size)
 	t.byHost[host] = s
 	return s
 }
