@@ -9,7 +9,7 @@ SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin cur
 # Packages without a command: fonts for the screenshots of the challenge page.
 SYSPKGS := fonts-noto-cjk
 
-.PHONY: demo test deps check unit fuzz bench attack build deb clean
+.PHONY: demo test deps check unit fuzz bench bench-peers attack build deb clean
 
 demo:
 	$(GO) run ./cmd/edge demo
@@ -82,6 +82,19 @@ bench:
 ATTACKFLAGS ?=
 attack:
 	$(GO) run ./bench/attack $(ATTACKFLAGS)
+
+# bench-peers measures the edge against nginx and Caddy on this machine, in
+# one run (bench/peers/doc.go): HTTP/1.1 and HTTP/2 throughput and CPU per
+# request, new TLS connections per second, memory per idle connection. It
+# installs the peers and load tools it drives, and builds Caddy from the
+# version pinned in bench/peers/caddy/go.mod. PEERS passes flags, e.g.
+# PEERS="-rounds 5 -duration 10s".
+BENCHDEPS := nginx:nginx wrk:wrk h2load:nghttp2-client
+PEERS ?=
+bench-peers: build
+	@$(MAKE) --no-print-directory deps SYSDEPS="$(BENCHDEPS)" SYSPKGS=""
+	cd bench/peers/caddy && $(GO) build -o ../../../bin/caddy github.com/caddyserver/caddy/v2/cmd/caddy
+	$(GO) run ./bench/peers -edge bin/edge -caddy bin/caddy $(PEERS)
 
 clean:
 	rm -rf bin edge-fp.jsonl
