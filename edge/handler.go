@@ -31,6 +31,7 @@ type Handler struct {
 	challenger *challenge.Challenger
 	maat       http.Handler // everything under /.maat/
 	transport  *http.Transport
+	h1         *h1Client
 	proxy      *httputil.ReverseProxy
 	compressed http.Handler // answer, with responses compressed where they qualify
 	diverts    map[string]*diverter
@@ -93,7 +94,8 @@ func (h *Handler) build() error {
 		return err
 	}
 	h.transport = newTransport(cfg, tlsByAddr)
-	h.proxy = h.newReverseProxy(h.transport)
+	h.h1 = newH1Client(cfg)
+	h.proxy = h.newReverseProxy(h.transport, h.h1)
 	cmp, err := compress.New(compress.Config{})
 	if err != nil {
 		return fmt.Errorf("edge: compression: %w", err)
@@ -110,6 +112,9 @@ func (h *Handler) build() error {
 func (h *Handler) Close() {
 	if h.transport != nil {
 		h.transport.CloseIdleConnections()
+	}
+	if h.h1 != nil {
+		h.h1.CloseIdleConnections()
 	}
 	for _, d := range h.diverts {
 		d.transport.CloseIdleConnections()

@@ -19,41 +19,53 @@ import (
 	"github.com/maatproxy/maat/static"
 )
 
-// newTransport returns the upstream transport: pooled connections sized for
-// a proxy's concurrency (Go's default of 2 idle connections per host costs a
-// third of the throughput), plain HTTP/1.1, no transparent decompression.
-// Exchanges per address are capped by connSlots, which queue requests
-// beyond the cap.
+// dialer is how the edge connects to an upstream address.
+type dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// upstreamDialers returns the dialers of plain and https:// upstream
+// addresses; unix:/path.sock addresses are dialed as unix sockets.
+func upstreamDialers(cfg *Config, tlsByAddr map[string]*tls.Config) (plain, secure dialer) {
+	d := &net.Dialer{Timeout: cfg.Timeouts.UpstreamDial.D(), KeepAlive: 30 * time.Second}
+	plain = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if path, ok := unixSocket(addr); ok {
+			return d.DialContext(ctx, "unix", path)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	// https:// upstreams: verified as their upstream_tls says (the
+	// system's roots by default), HTTP/1.1 as for the others.
+	secure = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conf := tlsByAddr[addr]
+		if conf == nil {
+			host, _, _ := net.SplitHostPort(addr)
+			conf = &tls.Config{ServerName: host, NextProtos: []string{"http/1.1"}}
+		}
+		raw, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		c := tls.Client(raw, conf)
+		if err := c.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err} // not sent: another address may be tried
+		}
+		return c, nil
+	}
+	return plain, secure
+}
+
+// newTransport returns the upstream transport of the exchanges h1Client
+// does not take: pooled connections sized for a proxy's concurrency (Go's
+// default of 2 idle connections per host costs a third of the
+// throughput), plain HTTP/1.1, no transparent decompression. Exchanges
+// per address are capped by connSlots, which queue requests beyond the
+// cap.
 func newTransport(cfg *Config, tlsByAddr map[string]*tls.Config) *http.Transport {
-	t := cfg.Timeouts
-	d := &net.Dialer{Timeout: t.UpstreamDial.D(), KeepAlive: 30 * time.Second}
+	plain, secure := upstreamDialers(cfg, tlsByAddr)
 	return &http.Transport{
-		Proxy: nil, // never an environment proxy between the edge and its upstream
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if path, ok := unixSocket(addr); ok {
-				return d.DialContext(ctx, "unix", path)
-			}
-			return d.DialContext(ctx, network, addr)
-		},
-		// https:// upstreams: verified as their upstream_tls says (the
-		// system's roots by default), HTTP/1.1 as for the others.
-		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conf := tlsByAddr[addr]
-			if conf == nil {
-				host, _, _ := net.SplitHostPort(addr)
-				conf = &tls.Config{ServerName: host, NextProtos: []string{"http/1.1"}}
-			}
-			raw, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			c := tls.Client(raw, conf)
-			if err := c.HandshakeContext(ctx); err != nil {
-				raw.Close()
-				return nil, &net.OpError{Op: "dial", Net: network, Err: err} // not sent: another address may be tried
-			}
-			return c, nil
-		},
+		Proxy:               nil, // never an environment proxy between the edge and its upstream
+		DialContext:         plain,
+		DialTLSContext:      secure,
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: cfg.Limits.UpstreamConns,
 		// The slots bound exchanges; this bounds connections, dials in
@@ -62,21 +74,37 @@ func newTransport(cfg *Config, tlsByAddr map[string]*tls.Config) *http.Transport
 		// cap a flood of resets would dial on and on.
 		MaxConnsPerHost:        cfg.Limits.UpstreamConns,
 		IdleConnTimeout:        90 * time.Second,
-		ResponseHeaderTimeout:  t.UpstreamHeader.D(),
+		ResponseHeaderTimeout:  cfg.Timeouts.UpstreamHeader.D(),
 		ExpectContinueTimeout:  time.Second,
 		DisableCompression:     true,
-		MaxResponseHeaderBytes: 1 << 20,
+		MaxResponseHeaderBytes: maxUpstreamHeaderBytes,
 		WriteBufferSize:        32 << 10,
 		ReadBufferSize:         32 << 10,
+	}
+}
+
+// maxUpstreamHeaderBytes bounds the head of an upstream's answer.
+const maxUpstreamHeaderBytes = 1 << 20
+
+// newH1Client returns the client of the common exchanges (h1Client), with
+// the Transport's timeouts and bounds.
+func newH1Client(cfg *Config) *h1Client {
+	plain, _ := upstreamDialers(cfg, nil)
+	return &h1Client{
+		dial:           plain,
+		headerTimeout:  cfg.Timeouts.UpstreamHeader.D(),
+		maxHeaderBytes: maxUpstreamHeaderBytes,
+		maxIdle:        cfg.Limits.UpstreamConns,
+		idleTimeout:    90 * time.Second,
 	}
 }
 
 // newReverseProxy returns the proxy for all sites of the Handler: the route
 // travels in the request's state, chosen before ServeHTTP, and the
 // upstreamTransport picks the address.
-func (h *Handler) newReverseProxy(tr *http.Transport) *httputil.ReverseProxy {
+func (h *Handler) newReverseProxy(tr *http.Transport, fast *h1Client) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:      &upstreamTransport{base: tr, queue: h.cfg.Limits.UpstreamQueue.D()},
+		Transport:      &upstreamTransport{base: tr, fast: fast, queue: h.cfg.Limits.UpstreamQueue.D()},
 		Rewrite:        h.rewrite,
 		ErrorHandler:   h.upstreamError,
 		ModifyResponse: h.upstreamResponse,
@@ -172,6 +200,7 @@ func upstreamURL(base, in *url.URL) *url.URL {
 // address with the same request, of which only the URL's host changes.
 type upstreamTransport struct {
 	base  http.RoundTripper
+	fast  *h1Client // the exchanges fastPath takes, when not nil
 	queue time.Duration
 }
 
@@ -184,13 +213,17 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	var tried [8]*target
 	ntried := 0
 	retryable := req.Body == nil || req.Body == http.NoBody
+	rt := t.base
+	if t.fast != nil && fastPath(req) {
+		rt = t.fast
+	}
 	out := req // rewrite built it for st.target
 	for {
 		tg := st.target
 		if err := tg.slots.acquire(req.Context(), st.client, t.queue); err != nil {
 			return nil, err
 		}
-		res, err := t.base.RoundTrip(out)
+		res, err := rt.RoundTrip(out)
 		if err == nil {
 			holdSlot(res, tg.slots, st.client)
 			return res, nil

@@ -37,6 +37,8 @@ type front struct {
 	addr string // 127.0.0.1:port
 	cmd  *exec.Cmd
 	done chan error // the process's Wait
+	// restart starts the same front again, afresh.
+	restart func() (*front, error)
 }
 
 // pids returns the process and its children, read now.
@@ -329,12 +331,12 @@ https://localhost:%s {
 
 // startEdge runs the edge as users run it: `edge run` with the default
 // policy and the fingerprint log on, the certificate from files.
-func (s *setup) startEdge(ctx context.Context, bin string) (*front, error) {
+func (s *setup) startEdge(ctx context.Context, name, bin string) (*front, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	state := filepath.Join(s.dir, "edge")
+	state := filepath.Join(s.dir, name)
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		return nil, err
 	}
@@ -348,11 +350,11 @@ log:
   level: warn
   fingerprints: %s/fp.jsonl
 `, addr, s.certFile, s.keyFile, state, state, s.upstream, state)
-	path := filepath.Join(s.dir, "edge.yaml")
+	path := filepath.Join(s.dir, name+".yaml")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	return s.start(ctx, "edge", addr, nil, bin, "run", "-config", path)
+	return s.start(ctx, name, addr, nil, bin, "run", "-config", path)
 }
 
 // need reports the commands missing from PATH, with the Debian package of

@@ -24,6 +24,7 @@ func main() {
 // options are the command's flags.
 type options struct {
 	edge, caddy string
+	baseline    string // another edge binary, measured beside the first as "edge0"
 	rounds      int
 	duration    time.Duration
 	hsDuration  time.Duration
@@ -36,6 +37,7 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	fs.StringVar(&o.edge, "edge", "bin/edge", "the edge binary, built from this tree")
 	fs.StringVar(&o.caddy, "caddy", "bin/caddy", "the Caddy binary, built from bench/peers/caddy")
+	fs.StringVar(&o.baseline, "baseline", "", "an earlier edge binary to measure beside -edge, as edge0 (before and after a change, in one run)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds of each measurement; the order of fronts rotates each round")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each load run (whole seconds)")
 	fs.DurationVar(&o.hsDuration, "handshake-duration", 3*time.Second, "length of each handshake run")
@@ -82,21 +84,26 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer up.stop()
+	starts := []func() (*front, error){
+		func() (*front, error) { return s.startNginxFront(ctx) },
+		func() (*front, error) { return s.startCaddy(ctx, o.caddy) },
+		func() (*front, error) { return s.startEdge(ctx, "edge", o.edge) },
+	}
+	if o.baseline != "" {
+		starts = append(starts, func() (*front, error) { return s.startEdge(ctx, "edge0", o.baseline) })
+	}
 	var fronts []*front
 	defer func() {
 		for _, f := range fronts {
 			f.stop()
 		}
 	}()
-	for _, start := range []func() (*front, error){
-		func() (*front, error) { return s.startNginxFront(ctx) },
-		func() (*front, error) { return s.startCaddy(ctx, o.caddy) },
-		func() (*front, error) { return s.startEdge(ctx, o.edge) },
-	} {
+	for _, start := range starts {
 		f, err := start()
 		if err != nil {
 			return err
 		}
+		f.restart = start
 		fronts = append(fronts, f)
 	}
 	fmt.Fprintf(out, "peers: %d cores, load average %s at start; upstream nginx serving %d bytes\n",
@@ -216,20 +223,29 @@ func handshakeTable(ctx context.Context, out io.Writer, fronts []*front, o optio
 	return nil
 }
 
-// idleTable measures the memory an idle connection holds in each front.
+// idleTable measures the memory an idle connection holds in each front,
+// each time in a front started afresh: memory a runtime took for earlier
+// connections and kept would hide the growth.
 func idleTable(ctx context.Context, out io.Writer, fronts []*front, n int) error {
-	fmt.Fprintf(out, "\nIdle connections: %d held open after one request each; growth of the front's resident memory\n", n)
-	fmt.Fprintf(out, "%-8s %14s %14s\n", "front", "HTTP/1.1 B/conn", "HTTP/2 B/conn")
-	for _, f := range fronts {
+	fmt.Fprintf(out, "\nIdle connections: %d held open after one request each, in a fresh front; growth of its resident memory\n", n)
+	fmt.Fprintf(out, "%-8s %16s %16s\n", "front", "HTTP/1.1 B/conn", "HTTP/2 B/conn")
+	for i, f := range fronts {
 		var per [2]float64
-		for i, h2 := range []bool{false, true} {
+		for j, h2 := range []bool{false, true} {
+			f.stop()
+			nf, err := f.restart()
+			if err != nil {
+				return err
+			}
+			nf.restart = f.restart
+			fronts[i], f = nf, nf
 			r, err := holdIdle(ctx, f, n, h2)
 			if err != nil {
 				return fmt.Errorf("%s idle: %w", f.name, err)
 			}
-			per[i] = r.perConn()
+			per[j] = r.perConn()
 		}
-		fmt.Fprintf(out, "%-8s %14.0f %14.0f\n", f.name, per[0], per[1])
+		fmt.Fprintf(out, "%-8s %16.0f %16.0f\n", f.name, per[0], per[1])
 	}
 	return nil
 }
