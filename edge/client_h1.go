@@ -117,6 +117,13 @@ func (c *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, err
 			}
 		}
+		// A request reset before it was sent leaves its connection to the
+		// next one, as http.Transport does: a flood of resets (HTTP/2's
+		// rapid reset) does not become a flood of upstream connections.
+		if err := req.Context().Err(); err != nil {
+			c.release(pc, addr, func() bool { return true }, true)
+			return nil, err
+		}
 		res, err := c.exchange(pc, req, addr)
 		if err == nil {
 			return res, nil
@@ -137,8 +144,11 @@ type nothingReceived struct{ err error }
 func (e nothingReceived) Error() string { return e.err.Error() }
 func (e nothingReceived) Unwrap() error { return e.err }
 
+// connect dials addr. A dial under way finishes even when the request
+// that asked for it is reset (the dialer's own timeout bounds it), and
+// its connection serves the next request.
 func (c *h1Client) connect(ctx context.Context, addr string) (*h1Conn, error) {
-	nc, err := c.dial(ctx, "tcp", addr)
+	nc, err := c.dial(context.WithoutCancel(ctx), "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +225,9 @@ func (c *h1Client) readHead(pc *h1Conn, req *http.Request) (*http.Response, erro
 			return res, nil
 		case n >= 5: // http.Transport's bound
 			return nil, errTooMany1xx
+		}
+		if infoResponse(req, res.StatusCode, textproto.MIMEHeader(res.Header)) {
+			continue
 		}
 		if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.Got1xxResponse != nil {
 			if err := trace.Got1xxResponse(res.StatusCode, textproto.MIMEHeader(res.Header)); err != nil {

@@ -32,6 +32,8 @@ type Handler struct {
 	maat       http.Handler // everything under /.maat/
 	transport  *http.Transport
 	h1         *h1Client
+	upstream   *upstreamTransport // both clients, behind the connection slots and failover
+	bufs       *bufferPool
 	proxy      *httputil.ReverseProxy
 	compressed http.Handler // answer, with responses compressed where they qualify
 	diverts    map[string]*diverter
@@ -95,7 +97,9 @@ func (h *Handler) build() error {
 	}
 	h.transport = newTransport(cfg, tlsByAddr)
 	h.h1 = newH1Client(cfg)
-	h.proxy = h.newReverseProxy(h.transport, h.h1)
+	h.upstream = &upstreamTransport{base: h.transport, fast: h.h1, queue: cfg.Limits.UpstreamQueue.D()}
+	h.bufs = newBufferPool()
+	h.proxy = h.newReverseProxy(h.upstream, h.bufs)
 	cmp, err := compress.New(compress.Config{})
 	if err != nil {
 		return fmt.Errorf("edge: compression: %w", err)
@@ -130,9 +134,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.newState(r)
 	rec := &recorder{ResponseWriter: w}
 	st.rec = rec
-	if wt := h.cfg.Limits.WriteTimeout.D(); wt > 0 && r.Header.Get("Upgrade") == "" {
-		rec.rc, rec.writeTimeout = http.NewResponseController(w), wt
-		_ = rec.rc.SetWriteDeadline(time.Time{}) // none left from the connection's last request
+	if dw, ok := w.(deadlineWriter); ok && h.cfg.Limits.WriteTimeout > 0 {
+		if r.Header.Get("Upgrade") == "" {
+			// Set now, replacing the one the connection's last request left
+			// (a response net/http writes after the handler returned, as a
+			// HEAD's, meets this one); writes move it as they need.
+			rec.dw, rec.writeTimeout = dw, h.cfg.Limits.WriteTimeout.D()
+			rec.armWrite()
+		} else {
+			_ = dw.SetWriteDeadline(time.Time{}) // a websocket is not bounded by it
+		}
 	}
 	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
 	defer h.finish(st, rec, r)
@@ -206,6 +217,10 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request) {
 	st := stateOf(r)
 	if st.route.static != nil {
 		h.serveStatic(w, r, st)
+		return
+	}
+	if commonExchange(r, st.route.pool) {
+		h.proxyCommon(w, r, st)
 		return
 	}
 	h.proxy.ServeHTTP(w, r)

@@ -102,13 +102,13 @@ func newH1Client(cfg *Config) *h1Client {
 // newReverseProxy returns the proxy for all sites of the Handler: the route
 // travels in the request's state, chosen before ServeHTTP, and the
 // upstreamTransport picks the address.
-func (h *Handler) newReverseProxy(tr *http.Transport, fast *h1Client) *httputil.ReverseProxy {
+func (h *Handler) newReverseProxy(up *upstreamTransport, bufs *bufferPool) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:      &upstreamTransport{base: tr, fast: fast, queue: h.cfg.Limits.UpstreamQueue.D()},
+		Transport:      up,
 		Rewrite:        h.rewrite,
 		ErrorHandler:   h.upstreamError,
 		ModifyResponse: h.upstreamResponse,
-		BufferPool:     newBufferPool(),
+		BufferPool:     bufs,
 		ErrorLog:       nil,
 	}
 }
@@ -131,21 +131,25 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	// X-Forwarded-For: the client's own values are kept only when they came
 	// through a trusted proxy; ReverseProxy's Rewrite already removed them.
 	peer := st.peer.String()
+	client := peer
+	if st.client != st.peer {
+		client = st.client.String()
+	}
 	if st.peerTrusted {
 		if prior := pr.In.Header.Values("X-Forwarded-For"); len(prior) > 0 {
 			peer = strings.Join(prior, ", ") + ", " + peer
 		}
 	}
-	hdr["X-Forwarded-For"] = []string{peer}
-	hdr["X-Forwarded-Proto"] = []string{forwardedProto(pr.In)}
-	hdr["X-Forwarded-Host"] = []string{pr.In.Host}
-	hdr["X-Real-Ip"] = []string{st.client.String()}
-	hdr["X-Request-Id"] = []string{st.id}
-	if st.ja4 != "" {
-		hdr["X-Maat-Ja4"] = []string{st.ja4}
+	// The values share one array of the request's state: one allocation
+	// for all of them (each a full slice: a rule that adds to one copies).
+	vals := append(st.hdrVals[:0], peer, forwardedProto(pr.In), pr.In.Host, client, st.id,
+		strconv.Itoa(st.weight), st.action, st.ja4)
+	for i, k := range [...]string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Real-Ip",
+		"X-Request-Id", "X-Maat-Weight", "X-Maat-Action", "X-Maat-Ja4"} {
+		if vals[i] != "" || k != "X-Maat-Ja4" {
+			hdr[k] = vals[i : i+1 : i+1]
+		}
 	}
-	hdr["X-Maat-Weight"] = []string{strconv.Itoa(st.weight)}
-	hdr["X-Maat-Action"] = []string{st.action}
 	if st.demo {
 		demoHeaders(hdr, pr.In, st)
 	}
@@ -338,8 +342,8 @@ func (h *Handler) upstreamResponse(res *http.Response) error {
 			func() { m.WithLabelValues("spill_full").Inc() },
 			func() {
 				m.WithLabelValues("slow_client_cut").Inc()
-				if rc := st.rec.rc; rc != nil {
-					_ = rc.SetWriteDeadline(time.Now()) // and end the write it is stuck in
+				if dw := st.rec.dw; dw != nil {
+					_ = dw.SetWriteDeadline(time.Now()) // and end the write it is stuck in
 				}
 			})
 		res.Body = sb

@@ -39,7 +39,10 @@ type reqState struct {
 	geo         geo.Info  // the client's ASN and country, with geo databases
 	rec         *recorder // the response, as the edge writes it
 	demo        bool
-	user        string // the basic-auth user, once accepted
+	user        string              // the basic-auth user, once accepted
+	hdrVals     [8]string           // the values of the headers rewrite adds
+	out         http.Request        // the upstream request of a common exchange (proxyCommon)
+	info        http.ResponseWriter // where a common exchange's 1xx answers go, while it waits
 }
 
 type stateKey struct{}
@@ -102,14 +105,35 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
-	// With writeTimeout set, each write must finish within it
-	// (limits.write_timeout): a client that stops reading is dropped.
-	rc           *http.ResponseController
+	// With dw set, each write must finish within writeTimeout
+	// (limits.write_timeout): a client that stops reading is dropped. The
+	// deadline is moved only when less than 7/8 of writeTimeout is left
+	// of it: each write still has at least that long, and a response
+	// written in many pieces does not move a timer for each.
+	dw           deadlineWriter
 	writeTimeout time.Duration
+	deadline     time.Time // the write deadline set, zero before the first write
 	// spill, when an upstream answers, is its body; a write that blocks
 	// for spillAfter starts draining it ahead of the client.
 	spill      *spillBody
 	spillTimer *time.Timer
+}
+
+// deadlineWriter is what net/http's HTTP/1 and HTTP/2 response writers
+// offer http.ResponseController for write deadlines.
+type deadlineWriter interface{ SetWriteDeadline(time.Time) error }
+
+// armWrite makes sure the next write has at least 7/8 of writeTimeout.
+func (r *recorder) armWrite() {
+	if r.dw == nil {
+		return
+	}
+	now := time.Now()
+	if r.deadline.Sub(now) >= r.writeTimeout-r.writeTimeout/8 {
+		return
+	}
+	r.deadline = now.Add(r.writeTimeout)
+	_ = r.dw.SetWriteDeadline(r.deadline)
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -123,9 +147,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	if r.rc != nil {
-		_ = r.rc.SetWriteDeadline(time.Now().Add(r.writeTimeout))
-	}
+	r.armWrite()
 	if r.spill != nil {
 		if r.spillTimer == nil {
 			r.spillTimer = time.AfterFunc(spillAfter, r.spill.drain)
@@ -140,9 +162,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 func (r *recorder) Flush() {
-	if r.rc != nil {
-		_ = r.rc.SetWriteDeadline(time.Now().Add(r.writeTimeout))
-	}
+	r.armWrite()
 	_ = http.NewResponseController(r.ResponseWriter).Flush()
 }
 

@@ -22,6 +22,7 @@ type pool struct {
 	targets []*target
 	next    atomic.Uint32
 	pause   time.Duration
+	plain   bool // every address is plain HTTP (TCP or unix socket): proxyCommon may take its requests
 }
 
 type target struct {
@@ -31,9 +32,10 @@ type target struct {
 }
 
 func newPool(us Upstreams, pause time.Duration, slots *slotTable) *pool {
-	p := &pool{pause: pause, targets: make([]*target, len(us))}
+	p := &pool{pause: pause, targets: make([]*target, len(us)), plain: true}
 	for i, u := range us {
 		p.targets[i] = &target{url: u, slots: slots.forHost(u.Host)}
+		p.plain = p.plain && u.Scheme == "http"
 	}
 	return p
 }
