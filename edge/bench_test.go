@@ -153,16 +153,19 @@ func BenchmarkChallengeFlood(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Encoding") != "gzip" || !strings.Contains(res.Header.Get("Content-Security-Policy"), "nonce-") {
+	if res.StatusCode != http.StatusForbidden || res.Header.Get("Maat-Mitigated") != "challenge" ||
+		res.Header.Get("Content-Encoding") != "gzip" || !strings.Contains(res.Header.Get("Content-Security-Policy"), "nonce-") {
 		b.Fatalf("not a gzipped challenge page: %d %v", res.StatusCode, res.Header)
 	}
 	hdr := res.Header.Clone()
 	hdr.Del("Date")
+	status := res.StatusCode
 	fixed := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h := w.Header()
 		for k, vs := range hdr {
 			h[k] = vs
 		}
+		w.WriteHeader(status)
 		w.Write(page)
 	})}
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -182,7 +185,7 @@ func BenchmarkChallengeFlood(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				if res.StatusCode != http.StatusOK || len(body) < len(page)/2 {
+				if res.StatusCode != status || len(body) < len(page)/2 {
 					b.Errorf("status %d, %d bytes", res.StatusCode, len(body))
 					return
 				}
