@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"hash"
@@ -106,28 +107,36 @@ func (m *macPool) sum(dst, msg []byte) []byte {
 	return dst
 }
 
-// marshal encodes and signs t, filling t.mac.
+// marshal encodes and signs t, filling t.mac. It writes the token in one
+// buffer (under flood every page signs two): the fields, the MAC after
+// them, then base64.
 func (t *token) marshal(keys *macPool) string {
-	var b cryptobyte.Builder
-	b.AddUint8(tokenVersion)
-	b.AddUint8(t.kind)
-	b.AddUint8(t.bits)
-	b.AddUint8(t.k)
-	b.AddUint16(t.wait)
-	b.AddUint64(uint64(t.issued))
-	b.AddUint64(uint64(t.expires))
-	b.AddBytes(t.bind.net[:])
-	b.AddBytes(t.bind.ja4[:])
-	b.AddUint8(t.bind.transport)
-	b.AddBytes(t.random[:])
-	b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(t.rule)) })
-	body := b.BytesOrPanic()
-	mac := keys.sum(nil, body)
-	copy(t.mac[:], mac)
-	out := make([]byte, 0, len(body)+macLen)
-	out = append(append(out, body...), mac...)
-	return base64.RawURLEncoding.EncodeToString(out)
+	if len(t.rule) > 255 {
+		panic("challenge: rule name longer than 255 bytes") // as cryptobyte's length prefix refuses it
+	}
+	var raw [maxRawToken]byte
+	b := append(raw[:0], tokenVersion, t.kind, t.bits, t.k)
+	b = binary.BigEndian.AppendUint16(b, t.wait)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.issued))
+	b = binary.BigEndian.AppendUint64(b, uint64(t.expires))
+	b = append(b, t.bind.net[:]...)
+	b = append(b, t.bind.ja4[:]...)
+	b = append(b, t.bind.transport)
+	b = append(b, t.random[:]...)
+	b = append(b, byte(len(t.rule)))
+	b = append(b, t.rule...)
+	n := len(b)
+	b = keys.sum(b, b[:n])
+	copy(t.mac[:], b[n:])
+	var enc [(maxRawToken*4 + 2) / 3]byte
+	m := base64.RawURLEncoding.EncodedLen(len(b))
+	base64.RawURLEncoding.Encode(enc[:m], b)
+	return string(enc[:m])
 }
+
+// maxRawToken bounds a token's bytes: the fixed fields, a rule name of at
+// most 255 bytes and the MAC.
+const maxRawToken = 4 + 2 + 8 + 8 + 8 + 8 + 1 + 16 + 1 + 255 + macLen
 
 // parseToken decodes s and checks its MAC. It does not check expiry or
 // binding.

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/maatproxy/maat/fplog"
 )
 
@@ -48,7 +50,13 @@ func startBenchEdge(b *testing.B, yamlText string) (*Server, Config) {
 // HTTP/1.1 keep-alive to a trivial upstream, in one run. The ratio of the
 // two ns/op is the figure the skeleton's budget speaks of (edge ≥ 0.9× the
 // bare proxy's requests per second).
-func BenchmarkProxyH1(b *testing.B) {
+func BenchmarkProxyH1(b *testing.B) { benchmarkProxy(b, "http/1.1") }
+
+// BenchmarkProxyH2 is BenchmarkProxyH1 over HTTP/2 (one connection per
+// client goroutine's transport, streams multiplexed).
+func BenchmarkProxyH2(b *testing.B) { benchmarkProxy(b, "h2") }
+
+func benchmarkProxy(b *testing.B, proto string) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("hello, world\n"))
@@ -64,14 +72,18 @@ func BenchmarkProxyH1(b *testing.B) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	bareSrv := &http.Server{Handler: bare, ReadHeaderTimeout: 10 * time.Second}
 	tlsConf := s.certs.TLSConfig().Clone()
-	tlsConf.NextProtos = []string{"http/1.1"}
+	tlsConf.NextProtos = []string{proto}
 	go bareSrv.Serve(tls.NewListener(ln, tlsConf))
 	defer bareSrv.Close()
 
 	run := func(b *testing.B, addr string) {
-		tr := &http.Transport{
-			TLSClientConfig:     &tls.Config{InsecureSkipVerify: true, ServerName: "localhost", NextProtos: []string{"http/1.1"}},
-			MaxIdleConnsPerHost: 64,
+		clientTLS := &tls.Config{InsecureSkipVerify: true, ServerName: "localhost", NextProtos: []string{proto}}
+		var tr interface {
+			http.RoundTripper
+			CloseIdleConnections()
+		} = &http.Transport{TLSClientConfig: clientTLS, MaxIdleConnsPerHost: 64}
+		if proto == "h2" {
+			tr = &http2.Transport{TLSClientConfig: clientTLS}
 		}
 		defer tr.CloseIdleConnections()
 		c := &http.Client{Transport: tr}

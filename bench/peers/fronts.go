@@ -242,8 +242,12 @@ func (s *setup) startNginxFront(ctx context.Context) (*front, error) {
 	if err != nil {
 		return nil, err
 	}
+	// keepalive_requests: nginx closes a connection after 1000 requests
+	// by default (HTTP/2 too), which the Go fronts do not; the load tools
+	// would then measure handshakes, or stop on an HTTP/2 GOAWAY.
 	conf := nginxHead(s.dir, "nginx", 0) + fmt.Sprintf(`http {
 	access_log %s;
+	keepalive_requests 10000000;
 	upstream up {
 		server %s;
 		keepalive 64;
