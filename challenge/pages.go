@@ -293,14 +293,18 @@ func (c *Challenger) render(w http.ResponseWriter, r *http.Request, status int, 
 	nonce := base64.RawURLEncoding.EncodeToString(nb[:]) // CSP allows "-" and "_"; html/template leaves them alone
 	d.Nonce = nonce
 	h := w.Header()
-	h.Set("Content-Security-Policy", csp(nonce, script))
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "same-origin")
-	h.Set("Content-Language", d.Lang)
+	// The values share one array: one allocation for the page's fields,
+	// each a full slice (whoever adds a value copies).
+	v := make([]string, 0, 10)
+	v = append(v, csp(nonce, script), "text/html; charset=utf-8", "no-store", "nosniff", "same-origin", d.Lang)
+	h["Content-Security-Policy"] = v[0:1:1]
+	h["Content-Type"] = v[1:2:2]
+	h["Cache-Control"] = v[2:3:3]
+	h["X-Content-Type-Options"] = v[3:4:4]
+	h["Referrer-Policy"] = v[4:5:5]
+	h["Content-Language"] = v[5:6:6]
 	if !script && d.RequestID != "" {
-		h.Set("X-Request-Id", d.RequestID)
+		h["X-Request-Id"] = append(v, d.RequestID)[6:7:7]
 	}
 
 	buf := c.pools.bufs.Get().(*bytes.Buffer)
@@ -331,18 +335,19 @@ func (c *Challenger) writeBody(w http.ResponseWriter, r *http.Request, status in
 	h := w.Header()
 	h.Add("Vary", "Accept-Encoding")
 	if len(body) > 512 && acceptsGzip(r) {
-		h.Set("Content-Encoding", "gzip")
 		if sk != nil {
 			zp := c.pools.gzipped.Get().(*[]byte)
 			z := sk.appendGzip((*zp)[:0], body, fields)
 			defer func() { *zp = z; c.pools.gzipped.Put(zp) }()
-			h.Set("Content-Length", strconv.Itoa(len(z)))
+			v := []string{"gzip", strconv.Itoa(len(z))} // one allocation for both
+			h["Content-Encoding"], h["Content-Length"] = v[0:1:1], v[1:2:2]
 			w.WriteHeader(status)
 			if r.Method != http.MethodHead {
 				w.Write(z)
 			}
 			return
 		}
+		h.Set("Content-Encoding", "gzip")
 		w.WriteHeader(status)
 		if r.Method == http.MethodHead {
 			return
