@@ -294,18 +294,28 @@ func (c *h1Client) get(addr string) *h1Conn {
 	return pc
 }
 
-// CloseIdleConnections closes the idle connections; those in use close
-// when their exchange ends, and none is kept after Close.
+// CloseIdleConnections closes the idle connections, as
+// http.Transport's method of the same name: the client goes on, and
+// dials anew when it needs to.
 func (c *h1Client) CloseIdleConnections() {
 	c.mu.Lock()
 	idle := c.idle
-	c.idle, c.closed = nil, true
+	c.idle = nil
 	c.mu.Unlock()
 	for _, conns := range idle {
 		for _, pc := range conns {
 			_ = pc.nc.Close()
 		}
 	}
+}
+
+// Close closes the idle connections and keeps none from now on: those in
+// use close when their exchange ends.
+func (c *h1Client) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.CloseIdleConnections()
 }
 
 // h1Body is an answer's body. Read to its end, it gives its connection

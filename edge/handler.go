@@ -118,7 +118,7 @@ func (h *Handler) Close() {
 		h.transport.CloseIdleConnections()
 	}
 	if h.h1 != nil {
-		h.h1.CloseIdleConnections()
+		h.h1.Close()
 	}
 	for _, d := range h.diverts {
 		d.transport.CloseIdleConnections()

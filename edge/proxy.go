@@ -83,6 +83,13 @@ func newTransport(cfg *Config, tlsByAddr map[string]*tls.Config) *http.Transport
 	}
 }
 
+// closeIdleUpstreams closes the idle upstream connections of both
+// clients; they are dialed anew when needed.
+func (h *Handler) closeIdleUpstreams() {
+	h.transport.CloseIdleConnections()
+	h.h1.CloseIdleConnections()
+}
+
 // maxUpstreamHeaderBytes bounds the head of an upstream's answer.
 const maxUpstreamHeaderBytes = 1 << 20
 
