@@ -518,3 +518,40 @@ func TestTLSResumption(t *testing.T) {
 		})
 	}
 }
+
+// TestClientAnswersWithoutBody: a HEAD's answer announces a length it does
+// not carry, a 204 and a 304 carry none; each leaves its connection ready
+// for the next request.
+func TestClientAnswersWithoutBody(t *testing.T) {
+	t.Parallel()
+	up := newScriptedUpstream(t, func(n int, _ string) answer {
+		switch n {
+		case 0:
+			return answer{raw: "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\nContent-Type: text/html\r\n\r\n"}
+		case 1:
+			return answer{raw: "HTTP/1.1 204 No Content\r\n\r\n"}
+		case 2:
+			return answer{raw: "HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n"}
+		}
+		return answer{raw: okAnswer}
+	}, nil)
+	h := newTestHandler(t, clientSite(up.URL))
+	for i, tt := range []struct {
+		raw    string
+		status int
+		body   string
+	}{
+		{"HEAD /a HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n", 200, ""},
+		{fmt.Sprintf(getReq, 2), 204, ""},
+		{"GET /c HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nIf-None-Match: \"x\"\r\n\r\n", 304, ""},
+		{fmt.Sprintf(getReq, 4), 200, "ok"},
+	} {
+		w := serveRaw(t, h, tt.raw)
+		if w.Code != tt.status || w.Body.String() != tt.body {
+			t.Errorf("request %d: %d %q, want %d %q", i, w.Code, w.Body, tt.status, tt.body)
+		}
+	}
+	if n := up.conns.Load(); n != 1 {
+		t.Errorf("the upstream saw %d connections, want 1", n)
+	}
+}
