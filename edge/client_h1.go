@@ -57,7 +57,10 @@ type h1Conn struct {
 	bw     *bufio.Writer
 	limit  int64 // bytes the answer's head may still take; < 0: no limit
 	idleAt time.Time
-	peek   [1]byte
+	// quiet's peek at the socket.
+	peek    [1]byte
+	peekFn  func(fd uintptr) bool
+	peekErr error
 }
 
 // errHeaderTooLarge, errUnaskedSwitch and errTooMany1xx are answers the

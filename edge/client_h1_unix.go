@@ -13,14 +13,16 @@ func (pc *h1Conn) quiet() bool {
 	if pc.raw == nil {
 		return true // no socket to peek at (tests' pipes); the retry covers a closed one
 	}
-	var err error
-	if cerr := pc.raw.Read(func(fd uintptr) bool {
-		_, _, err = syscall.Recvfrom(int(fd), pc.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true
-	}); cerr != nil {
+	if pc.peekFn == nil { // made once per connection: a closure per peek would allocate
+		pc.peekFn = func(fd uintptr) bool {
+			_, _, pc.peekErr = syscall.Recvfrom(int(fd), pc.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			return true
+		}
+	}
+	if err := pc.raw.Read(pc.peekFn); err != nil {
 		return false
 	}
 	// Nothing to read yet. A byte (err nil, n 1), the end of the stream
 	// (err nil, n 0) or an error all mean the connection is done.
-	return err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+	return pc.peekErr == syscall.EAGAIN || pc.peekErr == syscall.EWOULDBLOCK
 }

@@ -132,7 +132,8 @@ func (h *Handler) Close() {
 // site answers, policy, pass cookie or challenge, upstream, log.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.newState(r)
-	rec := &recorder{ResponseWriter: w}
+	st.recorder.ResponseWriter = w // in the state: one allocation for both
+	rec := &st.recorder
 	st.rec = rec
 	if dw, ok := w.(deadlineWriter); ok && h.cfg.Limits.WriteTimeout > 0 {
 		if r.Header.Get("Upgrade") == "" {

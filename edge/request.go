@@ -41,6 +41,7 @@ type reqState struct {
 	demo        bool
 	user        string              // the basic-auth user, once accepted
 	hdrVals     [8]string           // the values of the headers rewrite adds
+	recorder    recorder            // the response's, which rec points to
 	out         http.Request        // the upstream request of a common exchange (proxyCommon)
 	info        http.ResponseWriter // where a common exchange's 1xx answers go, while it waits
 }
