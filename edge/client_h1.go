@@ -323,7 +323,10 @@ func (c *h1Client) Close() {
 
 // h1Body is an answer's body. Read to its end, it gives its connection
 // back; closed before, it closes the connection (never draining what an
-// upstream may still send).
+// upstream may still send). Close may come from another goroutine while
+// a Read is under way (a spill's drainer reads as the handler closes), as
+// http.Transport's bodies allow: it ends that Read, and a connection is
+// either given back or closed, never both.
 type h1Body struct {
 	rc       io.ReadCloser
 	pc       *h1Conn
@@ -331,27 +334,40 @@ type h1Body struct {
 	addr     string
 	stop     func() bool
 	reusable bool
-	done     bool
+
+	mu   sync.Mutex
+	done bool // released or closed
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
-	if b.done {
+	b.mu.Lock()
+	done := b.done
+	b.mu.Unlock()
+	if done {
 		return 0, io.EOF
 	}
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
-		b.done = true
-		b.c.release(b.pc, b.addr, b.stop, b.reusable)
+		b.mu.Lock()
+		if !b.done {
+			b.done = true
+			b.c.release(b.pc, b.addr, b.stop, b.reusable)
+		}
+		b.mu.Unlock()
 	}
 	return n, err
 }
 
 func (b *h1Body) Close() error {
-	if !b.done {
-		b.done = true
-		b.stop()
-		_ = b.pc.nc.Close()
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return nil
 	}
+	b.done = true
+	b.mu.Unlock()
+	b.stop()
+	_ = b.pc.nc.Close() // ends a Read under way
 	return nil
 }
 

@@ -555,3 +555,45 @@ func TestClientAnswersWithoutBody(t *testing.T) {
 		t.Errorf("the upstream saw %d connections, want 1", n)
 	}
 }
+
+// TestClientCloseDuringRead: a body closed from another goroutine while a
+// Read waits on the upstream (a spill's drainer reads as the handler
+// closes) ends that Read at once, and its connection is closed, never
+// given back to the idle ones for another request.
+func TestClientCloseDuringRead(t *testing.T) {
+	t.Parallel()
+	late := make(chan struct{})
+	defer close(late)
+	up := newScriptedUpstream(t, func(int, string) answer {
+		return answer{raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nfirst", late: "_rest"}
+	}, late)
+	c := &h1Client{dial: (&net.Dialer{}).DialContext, maxHeaderBytes: 1 << 20, maxIdle: 4, idleTimeout: time.Minute}
+	defer c.Close()
+	req := httptest.NewRequest(http.MethodGet, up.URL+"/", nil)
+	req.RequestURI, req.Body = "", nil
+	res, err := c.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(res.Body) // "first", then waits for the rest
+		read <- err
+	}()
+	// The Read is waiting once the first five bytes are taken; Close must
+	// end it however far it got.
+	if err := res.Body.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the Read under way")
+	}
+	c.mu.Lock()
+	idle := len(c.idle[strings.TrimPrefix(up.URL, "http://")])
+	c.mu.Unlock()
+	if idle != 0 {
+		t.Errorf("%d idle connections after a closed body, want 0", idle)
+	}
+}
