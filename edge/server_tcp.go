@@ -70,24 +70,35 @@ func (s *Server) acceptTLS(ln net.Listener) {
 			continue
 		}
 		go func() {
-			defer s.untrackConn(c)
-			s.handleTLS(c)
+			// An HTTP/2 connection is served on a goroutine of its own:
+			// the handshake's grew its stack (crypto is deep), and an
+			// idle connection would keep that stack for as long as it
+			// lives (8 KiB a connection, measured).
+			if serve := s.handleTLS(c); serve != nil {
+				go func() {
+					defer s.untrackConn(c)
+					serve()
+				}()
+				return
+			}
+			s.untrackConn(c)
 		}()
 	}
 }
 
-// handleTLS runs the handshake and hands the connection to HTTP/2 (served
-// here, until it ends) or HTTP/1 (served by the http.Server). A client
+// handleTLS runs the handshake and hands the connection to HTTP/1 (served
+// by the http.Server), or returns the function that serves it with
+// HTTP/2, until it ends. A client
 // already holding limits.conns_per_client connections is hung up on; the
 // address is read here, not in the accept loop, because behind a balancer
 // it comes from the PROXY header.
-func (s *Server) handleTLS(c net.Conn) {
+func (s *Server) handleTLS(c net.Conn) (serve func()) {
 	peer := addrOf(c.RemoteAddr())
 	if !s.trusted.contains(peer) {
 		if !s.conns1.acquire(peer) {
 			s.metrics.limited.WithLabelValues("conns_per_client").Inc()
 			_ = c.Close()
-			return
+			return nil
 		}
 		c = &countedConn{Conn: c, release: func() { s.conns1.release(peer) }}
 	}
@@ -101,12 +112,12 @@ func (s *Server) handleTLS(c net.Conn) {
 		var re tls.RecordHeaderError
 		if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader[:]) {
 			s.answerPlainHTTP(c, first)
-			return
+			return nil
 		}
 		s.metrics.handshakes.WithLabelValues("failed", "tcp").Inc()
 		if tlsfp.ConnOf(c).Err() != nil {
 			_ = c.Close()
-			return // helloError logged it already, once
+			return nil // helloError logged it already, once
 		}
 		// A hello that crypto/tls refused was still fingerprinted: say which.
 		attrs := []slog.Attr{slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error())}
@@ -115,7 +126,7 @@ func (s *Server) handleTLS(c net.Conn) {
 		}
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "tls_handshake_failed", attrs...)
 		_ = c.Close()
-		return
+		return nil
 	}
 	s.metrics.handshakes.WithLabelValues("ok", "tcp").Inc()
 	st := tc.ConnectionState()
@@ -123,14 +134,16 @@ func (s *Server) handleTLS(c net.Conn) {
 	switch st.NegotiatedProtocol {
 	case "h2":
 		hc := httpfp.NewConn(tc, httpfp.H2, hcfg)
-		s.h2.ServeConn(hc, &http2.ServeConnOpts{
-			Context:    connContext(s.bg, hc),
-			BaseConfig: s.h1,
-			Handler:    s.h1.Handler,
-		})
-		if err := hc.Err(); err != nil {
-			s.log.LogAttrs(context.Background(), slog.LevelInfo, "http2_fingerprint_failed",
-				slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error()))
+		return func() {
+			s.h2.ServeConn(hc, &http2.ServeConnOpts{
+				Context:    connContext(s.bg, hc),
+				BaseConfig: s.h1,
+				Handler:    s.h1.Handler,
+			})
+			if err := hc.Err(); err != nil {
+				s.log.LogAttrs(context.Background(), slog.LevelInfo, "http2_fingerprint_failed",
+					slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error()))
+			}
 		}
 	case "acme-tls/1":
 		_ = tc.Close() // the TLS-ALPN-01 answer was the handshake itself
@@ -140,6 +153,7 @@ func (s *Server) handleTLS(c net.Conn) {
 			_ = tc.Close()
 		}
 	}
+	return nil
 }
 
 // connState logs, when an HTTP/1 connection ends, why its header capture
