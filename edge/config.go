@@ -44,6 +44,8 @@ type Config struct {
 	lines keyLines
 	// decodeErr holds the values readConfig could not decode.
 	decodeErr error
+	// spillAfter replaces the const of that name when set (tests).
+	spillAfter time.Duration
 }
 
 // Listen names the listening addresses.

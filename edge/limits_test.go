@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -618,5 +620,79 @@ func TestSlowReadersNeverTakeEverySlot(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("the honest request waited %v", d)
+	}
+}
+
+// TestWaitingRequestDrainsSlowReaders: a request that finds every upstream
+// connection held by answers blocked on their clients does not wait for
+// the read-ahead's timer: it starts the drain of those answers, and takes
+// the first connection freed. The timer is set to an hour here, so only
+// the waiting request can start the drain before its queue ends (5 s).
+func TestWaitingRequestDrainsSlowReaders(t *testing.T) {
+	t.Parallel()
+	big := make([]byte, 8<<20)
+	for i := range big {
+		big[i] = byte(i * 13 % 251)
+	}
+	var inflight atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inflight.Add(1)
+		defer inflight.Add(-1)
+		if r.URL.Path == "/big" {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			_, _ = w.Write(big)
+			return
+		}
+		_, _ = io.WriteString(w, "small")
+	}))
+	t.Cleanup(up.Close)
+	cfg, err := ParseConfig("test.yaml", []byte(
+		"listen: {https: \"127.0.0.1:0\", http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\n"+
+			"tls: {mode: self-signed, cache: \"\"}\n"+
+			"limits: {upstream_conns: 1, upstream_queue: 5s, write_timeout: 60s}\npolicy: \"\"\n"+
+			"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.spillAfter = time.Hour
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(s.certs.RootPEM())
+	e := &testEdge{Server: s, roots: roots, base: "https://" + s.Addrs().HTTPS}
+
+	slow, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	_, _ = io.WriteString(slow, "GET /big HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+	// The slow reader holds the one connection: the upstream is stuck
+	// writing to the edge, the edge to the client.
+	if !waitFor(t, 10*time.Second, func() bool { return s.handler.Load().env.spill.used.Load() == 0 && inflight.Load() == 1 }) {
+		t.Fatal("the slow reader never took the upstream's connection")
+	}
+	res, body := get(t, e.client(t, "h2"), e.url("/small"), "User-Agent", "curl/8.5.0")
+	if res.StatusCode != 200 || body != "small" {
+		t.Fatalf("honest request: %d %q, want the answer once the slow reader's is drained", res.StatusCode, body)
+	}
+	// The slow reader, reading at last, gets the whole answer, intact.
+	r, err := http.ReadResponse(bufioReader(slow), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r.Body)
+	if err != nil || !bytes.Equal(got, big) {
+		t.Errorf("the slow reader got %d bytes (%v), want the %d the upstream sent", len(got), err, len(big))
 	}
 }

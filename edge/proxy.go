@@ -353,6 +353,9 @@ func (h *Handler) upstreamResponse(res *http.Response) error {
 					_ = dw.SetWriteDeadline(time.Now()) // and end the write it is stuck in
 				}
 			})
+		if h.cfg.spillAfter > 0 {
+			sb.after = h.cfg.spillAfter
+		}
 		res.Body = sb
 		st.rec.spill = sb
 	}

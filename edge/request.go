@@ -149,13 +149,17 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.status = http.StatusOK
 	}
 	r.armWrite()
-	if r.spill != nil {
+	if sb := r.spill; sb != nil {
 		if r.spillTimer == nil {
-			r.spillTimer = time.AfterFunc(spillAfter, r.spill.drain)
+			r.spillTimer = time.AfterFunc(sb.after, sb.drain)
 		} else {
-			r.spillTimer.Reset(spillAfter)
+			r.spillTimer.Reset(sb.after)
 		}
-		defer r.spillTimer.Stop()
+		sb.writing.Store(true)
+		defer func() {
+			sb.writing.Store(false)
+			r.spillTimer.Stop()
+		}()
 	}
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)

@@ -20,7 +20,11 @@ import (
 // client then reads from the buffer, still bounded by limits.write_timeout.
 
 // spillAfter is how long a write to the client may block before the
-// response's body is drained from the upstream into a buffer.
+// response's body is drained from the upstream into a buffer. A request
+// that has to wait for one of the address's connections does not wait for
+// it: it starts the drain of every answer whose write is blocked at that
+// moment (connSlots.acquire), as the connection of the first to finish
+// is then the next free one.
 const spillAfter = 200 * time.Millisecond
 
 // spillMem is how much of a drained body is kept in memory before the rest
@@ -55,9 +59,14 @@ type spillBody struct {
 	src    io.ReadCloser // the upstream's body; closing it frees the connection slot
 	max    int64         // bytes one body may buffer
 	budget *spillBudget
-	slots  *connSlots // the upstream address's: a full buffer stalls one of them
-	onFull func()     // called once when a body could not be buffered whole
-	onCut  func()     // called when an answer is cut: half the slots already stalled
+	slots  *connSlots    // the upstream address's: a full buffer stalls one of them
+	onFull func()        // called once when a body could not be buffered whole
+	onCut  func()        // called when an answer is cut: half the slots already stalled
+	after  time.Duration // how long a write may block before the drain starts (spillAfter)
+
+	// writing is set while the client's write is under way: a request
+	// waiting for a connection drains the answers it finds so.
+	writing atomic.Bool
 
 	mu       sync.Mutex
 	cond     sync.Cond
@@ -76,8 +85,9 @@ type spillBody struct {
 }
 
 func newSpillBody(src io.ReadCloser, max int64, budget *spillBudget, slots *connSlots, onFull, onCut func()) *spillBody {
-	b := &spillBody{src: src, max: max, budget: budget, slots: slots, onFull: onFull, onCut: onCut}
+	b := &spillBody{src: src, max: max, budget: budget, slots: slots, onFull: onFull, onCut: onCut, after: spillAfter}
 	b.cond.L = &b.mu
+	slots.track(b)
 	return b
 }
 
@@ -247,6 +257,7 @@ func (b *spillBody) Close() error {
 	b.mu.Unlock()
 	err := b.src.Close() // also ends a drainer blocked in Read
 	b.wg.Wait()
+	b.slots.untrack(b)
 	if b.stalls {
 		b.slots.unstall()
 		b.stalls = false

@@ -96,6 +96,7 @@ type connSlots struct {
 	waiting map[netip.Addr][]*waiter // each client's waiting requests, oldest first
 	nwait   int
 	seq     uint64
+	answers map[*spillBody]struct{} // the answers being sent from the address's connections
 }
 
 // waiter is a request waiting for a slot.
@@ -136,7 +137,16 @@ func (s *connSlots) acquire(ctx context.Context, client netip.Addr, queue time.D
 	w := &waiter{ready: make(chan struct{}, 1), seq: s.seq}
 	s.waiting[client] = append(s.waiting[client], w)
 	s.nwait++
+	var blocked []*spillBody
+	for b := range s.answers {
+		if b.writing.Load() {
+			blocked = append(blocked, b)
+		}
+	}
 	s.mu.Unlock()
+	for _, b := range blocked {
+		b.drain() // the first drained frees a connection for this request
+	}
 
 	t := time.NewTimer(queue)
 	defer t.Stop()
@@ -204,6 +214,23 @@ func (s *connSlots) release(client netip.Addr) {
 	s.held[next]++
 	best.granted = true
 	best.ready <- struct{}{}
+}
+
+// track and untrack keep the set of answers being sent, which acquire
+// drains ahead of their clients when a request has to wait.
+func (s *connSlots) track(b *spillBody) {
+	s.mu.Lock()
+	if s.answers == nil {
+		s.answers = map[*spillBody]struct{}{}
+	}
+	s.answers[b] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *connSlots) untrack(b *spillBody) {
+	s.mu.Lock()
+	delete(s.answers, b)
+	s.mu.Unlock()
 }
 
 // busy is the number of slots held.
