@@ -111,7 +111,7 @@ func benchmarkProxy(b *testing.B, proto string) {
 	}
 	// The same bare proxy with the edge's pooled transport, to show what the
 	// edge's own work costs apart from connection pooling.
-	pooled := &httputil.ReverseProxy{Transport: newTransport(&cfg, nil),
+	pooled := &httputil.ReverseProxy{Transport: newTransport(&cfg, nil, nil),
 		Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.SetXForwarded() }}
 	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
 	pooledSrv := &http.Server{Handler: pooled, ReadHeaderTimeout: 10 * time.Second}

@@ -312,6 +312,17 @@ func (c *h1Client) CloseIdleConnections() {
 	}
 }
 
+// closeIdle closes the idle connections to addr.
+func (c *h1Client) closeIdle(addr string) {
+	c.mu.Lock()
+	idle := c.idle[addr]
+	delete(c.idle, addr)
+	c.mu.Unlock()
+	for _, pc := range idle {
+		_ = pc.nc.Close()
+	}
+}
+
 // Close closes the idle connections and keeps none from now on: those in
 // use close when their exchange ends.
 func (c *h1Client) Close() {

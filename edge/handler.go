@@ -95,8 +95,13 @@ func (h *Handler) build() error {
 	if err != nil {
 		return err
 	}
-	h.transport = newTransport(cfg, tlsByAddr)
-	h.h1 = newH1Client(cfg)
+	lim := newConnLimit(cfg.Limits.UpstreamConns, cfg.Timeouts.UpstreamDial.D())
+	h.transport = newTransport(cfg, tlsByAddr, lim)
+	h.h1 = newH1Client(cfg, lim)
+	lim.evict = func(addr string) {
+		h.transport.CloseIdleConnections()
+		h.h1.closeIdle(addr)
+	}
 	h.upstream = &upstreamTransport{base: h.transport, fast: h.h1, queue: cfg.Limits.UpstreamQueue.D()}
 	h.bufs = newBufferPool()
 	h.proxy = h.newReverseProxy(h.upstream, h.bufs)

@@ -696,3 +696,63 @@ func TestWaitingRequestDrainsSlowReaders(t *testing.T) {
 		t.Errorf("the slow reader got %d bytes (%v), want the %d the upstream sent", len(got), err, len(big))
 	}
 }
+
+// TestUpstreamConnectionsCappedOverBothClients: the common exchanges
+// (h1Client) and the others (http.Transport) keep idle connections of
+// their own, yet the connections open to an address never pass
+// limits.upstream_conns: a dial at the cap closes the other client's idle
+// ones first.
+func TestUpstreamConnectionsCappedOverBothClients(t *testing.T) {
+	t.Parallel()
+	var open, most atomic.Int64
+	release := make(chan struct{})
+	var waiting atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Method == http.MethodGet {
+			waiting.Add(1)
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			raise(&most, open.Add(1))
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	up.Start()
+	t.Cleanup(up.Close)
+	h := newTestHandler(t, "limits: {upstream_conns: 2, upstream_queue: 5s}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
+	// Two bodies at once leave two idle connections in the Transport.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			w := serveRaw(t, h, "POST /form HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 3\r\n\r\nabc")
+			if w.Code != 200 {
+				t.Errorf("POST: %d", w.Code)
+			}
+		})
+	}
+	wg.Wait()
+	// Two GETs at once, held by the upstream, need two connections of
+	// h1Client's.
+	for range 2 {
+		wg.Go(func() {
+			if w := serveRaw(t, h, "GET /page HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n"); w.Code != 200 {
+				t.Errorf("GET: %d", w.Code)
+			}
+		})
+	}
+	if !waitFor(t, 10*time.Second, func() bool { return waiting.Load() == 2 }) {
+		t.Fatalf("%d of 2 GETs reached the upstream", waiting.Load())
+	}
+	close(release)
+	wg.Wait()
+	if m := most.Load(); m > 2 {
+		t.Errorf("the upstream saw %d connections open at once, want at most upstream_conns (2)", m)
+	}
+}

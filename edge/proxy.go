@@ -24,7 +24,7 @@ type dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // upstreamDialers returns the dialers of plain and https:// upstream
 // addresses; unix:/path.sock addresses are dialed as unix sockets.
-func upstreamDialers(cfg *Config, tlsByAddr map[string]*tls.Config) (plain, secure dialer) {
+func upstreamDialers(cfg *Config, tlsByAddr map[string]*tls.Config, lim *connLimit) (plain, secure dialer) {
 	d := &net.Dialer{Timeout: cfg.Timeouts.UpstreamDial.D(), KeepAlive: 30 * time.Second}
 	plain = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if path, ok := unixSocket(addr); ok {
@@ -51,7 +51,7 @@ func upstreamDialers(cfg *Config, tlsByAddr map[string]*tls.Config) (plain, secu
 		}
 		return c, nil
 	}
-	return plain, secure
+	return lim.wrap(plain), lim.wrap(secure)
 }
 
 // newTransport returns the upstream transport of the exchanges h1Client
@@ -60,8 +60,8 @@ func upstreamDialers(cfg *Config, tlsByAddr map[string]*tls.Config) (plain, secu
 // throughput), plain HTTP/1.1, no transparent decompression. Exchanges
 // per address are capped by connSlots, which queue requests beyond the
 // cap.
-func newTransport(cfg *Config, tlsByAddr map[string]*tls.Config) *http.Transport {
-	plain, secure := upstreamDialers(cfg, tlsByAddr)
+func newTransport(cfg *Config, tlsByAddr map[string]*tls.Config, lim *connLimit) *http.Transport {
+	plain, secure := upstreamDialers(cfg, tlsByAddr, lim)
 	return &http.Transport{
 		Proxy:               nil, // never an environment proxy between the edge and its upstream
 		DialContext:         plain,
@@ -95,8 +95,8 @@ const maxUpstreamHeaderBytes = 1 << 20
 
 // newH1Client returns the client of the common exchanges (h1Client), with
 // the Transport's timeouts and bounds.
-func newH1Client(cfg *Config) *h1Client {
-	plain, _ := upstreamDialers(cfg, nil)
+func newH1Client(cfg *Config, lim *connLimit) *h1Client {
+	plain, _ := upstreamDialers(cfg, nil, lim)
 	return &h1Client{
 		dial:           plain,
 		headerTimeout:  cfg.Timeouts.UpstreamHeader.D(),

@@ -1,0 +1,134 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// connLimit bounds the connections open to each upstream address
+// (limits.upstream_conns) over both of the Handler's clients: the slots
+// bound the exchanges, but each client keeps its own idle connections, and
+// a flood of one kind of request (GETs, on h1Client) beside another
+// (bodies, on http.Transport) would otherwise open up to twice the cap. A
+// dial at the cap closes the other client's idle connections (evict) and
+// waits for one to close, within the dial timeout.
+type connLimit struct {
+	max     int
+	timeout time.Duration
+	evict   func(addr string) // closes idle connections to addr, set by the Handler
+
+	mu     sync.Mutex
+	open   map[string]int
+	closed map[string]chan struct{} // closed, and forgotten, when a connection to addr closes
+}
+
+// errUpstreamConns is a dial that found addr's connections all open for
+// the whole dial timeout.
+var errUpstreamConns = errors.New("edge: upstream connections all open")
+
+func newConnLimit(max int, timeout time.Duration) *connLimit {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return &connLimit{max: max, timeout: timeout, open: map[string]int{}, closed: map[string]chan struct{}{}}
+}
+
+// wrap returns d, bounded by l.
+func (l *connLimit) wrap(d dialer) dialer {
+	if l == nil || l.max <= 0 {
+		return d
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if err := l.take(ctx, addr); err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err} // nothing sent: another address may be tried
+		}
+		c, err := d(ctx, network, addr)
+		if err != nil {
+			l.give(addr)
+			return nil, err
+		}
+		return &limitedConn{Conn: c, release: func() { l.give(addr) }}, nil
+	}
+}
+
+// take counts one more connection to addr, waiting while all are open.
+func (l *connLimit) take(ctx context.Context, addr string) error {
+	var timer *time.Timer
+	for evicted := false; ; evicted = true {
+		l.mu.Lock()
+		if l.open[addr] < l.max {
+			l.open[addr]++
+			l.mu.Unlock()
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		}
+		ch := l.closed[addr]
+		if ch == nil {
+			ch = make(chan struct{})
+			l.closed[addr] = ch
+		}
+		l.mu.Unlock()
+		if !evicted && l.evict != nil {
+			l.evict(addr) // the slots leave room: the rest are idle in a pool
+		}
+		if timer == nil {
+			timer = time.NewTimer(l.timeout)
+			defer timer.Stop()
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return fmt.Errorf("%w: %s", errUpstreamConns, addr)
+		}
+	}
+}
+
+// give counts a connection to addr closed.
+func (l *connLimit) give(addr string) {
+	l.mu.Lock()
+	if l.open[addr]--; l.open[addr] <= 0 {
+		delete(l.open, addr)
+	}
+	if ch := l.closed[addr]; ch != nil {
+		close(ch)
+		delete(l.closed, addr)
+	}
+	l.mu.Unlock()
+}
+
+// openTo is the number of connections open to addr.
+func (l *connLimit) openTo(addr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open[addr]
+}
+
+// limitedConn is a connection counted by a connLimit until it closes.
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// SyscallConn gives h1Client's idle check the socket underneath.
+func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
