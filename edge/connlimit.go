@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -23,6 +24,7 @@ type connLimit struct {
 	evict   func(addr string) // closes idle connections to addr, set by the Handler
 
 	mu     sync.Mutex
+	most   int // the most connections open to one address at once
 	open   map[string]int
 	closed map[string]chan struct{} // closed, and forgotten, when a connection to addr closes
 }
@@ -63,6 +65,7 @@ func (l *connLimit) take(ctx context.Context, addr string) error {
 		l.mu.Lock()
 		if l.open[addr] < l.max {
 			l.open[addr]++
+			l.most = max(l.most, l.open[addr])
 			l.mu.Unlock()
 			if timer != nil {
 				timer.Stop()
@@ -105,11 +108,11 @@ func (l *connLimit) give(addr string) {
 	l.mu.Unlock()
 }
 
-// openTo is the number of connections open to addr.
-func (l *connLimit) openTo(addr string) int {
+// peak is the most connections that were open to one address at once.
+func (l *connLimit) peak() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.open[addr]
+	return l.most
 }
 
 // limitedConn is a connection counted by a connLimit until it closes.
@@ -119,11 +122,29 @@ type limitedConn struct {
 	release func()
 }
 
+// Close closes the connection, and counts it closed once the upstream has
+// closed its side too (or lingerClose has passed): an upstream still
+// busy with a request the edge gave up on (a reset stream) holds that
+// connection until it notices, and a new one must not be opened beside
+// it meanwhile. Its last bytes are read and dropped.
 func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		err := c.Conn.Close()
+		c.once.Do(c.release)
+		return err
+	}
+	go func() {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(lingerClose))
+		_, _ = io.Copy(io.Discard, io.LimitReader(c.Conn, 1<<20))
+		_ = c.Conn.Close()
+		c.once.Do(c.release)
+	}()
+	return nil
 }
+
+// lingerClose bounds how long a closed upstream connection is waited on.
+const lingerClose = 2 * time.Second
 
 // SyscallConn gives h1Client's idle check the socket underneath.
 func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {

@@ -32,6 +32,7 @@ type Handler struct {
 	maat       http.Handler // everything under /.maat/
 	transport  *http.Transport
 	h1         *h1Client
+	conns      *connLimit         // the connections open to each upstream address, over both clients
 	upstream   *upstreamTransport // both clients, behind the connection slots and failover
 	bufs       *bufferPool
 	proxy      *httputil.ReverseProxy
@@ -96,6 +97,7 @@ func (h *Handler) build() error {
 		return err
 	}
 	lim := newConnLimit(cfg.Limits.UpstreamConns, cfg.Timeouts.UpstreamDial.D())
+	h.conns = lim
 	h.transport = newTransport(cfg, tlsByAddr, lim)
 	h.h1 = newH1Client(cfg, lim)
 	lim.evict = func(addr string) {

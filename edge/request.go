@@ -155,11 +155,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 		} else {
 			r.spillTimer.Reset(sb.after)
 		}
-		sb.writing.Store(true)
-		defer func() {
-			sb.writing.Store(false)
-			r.spillTimer.Stop()
-		}()
+		defer r.spillTimer.Stop()
 	}
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)

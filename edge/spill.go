@@ -22,9 +22,9 @@ import (
 // spillAfter is how long a write to the client may block before the
 // response's body is drained from the upstream into a buffer. A request
 // that has to wait for one of the address's connections does not wait for
-// it: it starts the drain of every answer whose write is blocked at that
-// moment (connSlots.acquire), as the connection of the first to finish
-// is then the next free one.
+// it: it starts the drain of every answer being sent from them
+// (connSlots.acquire), as the connection of the first to finish is then
+// the next free one; a client that keeps up loses nothing by it.
 const spillAfter = 200 * time.Millisecond
 
 // spillMem is how much of a drained body is kept in memory before the rest
@@ -63,10 +63,6 @@ type spillBody struct {
 	onFull func()        // called once when a body could not be buffered whole
 	onCut  func()        // called when an answer is cut: half the slots already stalled
 	after  time.Duration // how long a write may block before the drain starts (spillAfter)
-
-	// writing is set while the client's write is under way: a request
-	// waiting for a connection drains the answers it finds so.
-	writing atomic.Bool
 
 	mu       sync.Mutex
 	cond     sync.Cond

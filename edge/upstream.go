@@ -137,14 +137,12 @@ func (s *connSlots) acquire(ctx context.Context, client netip.Addr, queue time.D
 	w := &waiter{ready: make(chan struct{}, 1), seq: s.seq}
 	s.waiting[client] = append(s.waiting[client], w)
 	s.nwait++
-	var blocked []*spillBody
+	answers := make([]*spillBody, 0, len(s.answers))
 	for b := range s.answers {
-		if b.writing.Load() {
-			blocked = append(blocked, b)
-		}
+		answers = append(answers, b)
 	}
 	s.mu.Unlock()
-	for _, b := range blocked {
+	for _, b := range answers {
 		b.drain() // the first drained frees a connection for this request
 	}
 
