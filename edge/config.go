@@ -44,6 +44,10 @@ type Config struct {
 	lines keyLines
 	// decodeErr holds the values readConfig could not decode.
 	decodeErr error
+	// geoCheckInterval is how often the Server looks for replaced geo
+	// database files; if zero, geo's default (a minute: the databases
+	// change monthly). Only tests shorten it.
+	geoCheckInterval time.Duration
 }
 
 // Listen names the listening addresses.
