@@ -195,9 +195,10 @@ func TestDivertMaxDuration(t *testing.T) {
 	t.Cleanup(tp.Close)
 	site := echoUpstream(t, "site")
 	const maxDuration = 500 * time.Millisecond
-	e := startEdge(t, "policy: "+divertPolicy(t)+"\n"+
+	var logs syncBuffer
+	e := startEdgeLog(t, "policy: "+divertPolicy(t)+"\n"+
 		"divert: {tarpit: {upstream: "+tp.URL+", max_bytes: 1048576, max_duration: 500ms}}\n"+
-		"sites: [{hosts: [localhost], upstream: "+site.URL+", compress: false}]\n")
+		"sites: [{hosts: [localhost], upstream: "+site.URL+", compress: false}]\n", &logs)
 	for _, proto := range []string{"h1", "h2"} {
 		t.Run(proto, func(t *testing.T) {
 			// One at a time: ended is the tarpit's one request.
@@ -230,6 +231,10 @@ func TestDivertMaxDuration(t *testing.T) {
 				t.Error("the tarpit is still sending after max_duration")
 			}
 		})
+	}
+	// The cut is told to the edge's log (at debug), not to the process's.
+	if !strings.Contains(logs.String(), "level=DEBUG msg=\"httputil: ReverseProxy read error during body copy: context deadline exceeded") {
+		t.Errorf("the cut is not in the edge's log:\n%s", logs.String())
 	}
 }
 
