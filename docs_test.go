@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/maatproxy/maat/edge"
@@ -261,12 +262,15 @@ func topKeys(text string) []string {
 }
 
 // TestDocExamplesLoad loads every complete YAML example of the README and
-// docs/ as the edge would: configuration examples with edge.ParseConfig (a
-// fragment without sites gets a placeholder site; static roots are made
-// under a scratch directory; a bcrypt placeholder becomes a real hash),
-// policy examples with policy.Parse (a fragment without bots imports the
-// default policy). Blocks that are pieces of a larger file (list items) are
-// left out.
+// docs/ as the edge would: configuration examples with edge.CheckConfig,
+// which does all that `edge run` does short of listening, after concrete
+// has made them real under a scratch directory (a fragment without sites
+// gets a placeholder site); policy examples with policy.Parse (a fragment
+// without bots imports the default policy). Blocks that are pieces of a
+// larger file (list items) are left out. Every configuration example of
+// the documentation can be made concrete so; one that names a file concrete
+// cannot make (a geo database, a certificate) fails here until concrete
+// learns to.
 func TestDocExamplesLoad(t *testing.T) {
 	t.Parallel()
 	configKeys := map[string]bool{}
@@ -277,10 +281,6 @@ func TestDocExamplesLoad(t *testing.T) {
 		}
 	}
 	policyKeys := map[string]bool{"bots": true, "thresholds": true, "signals": true, "hosting_asns": true, "status_codes": true}
-	dir := t.TempDir()
-	rootRe := regexp.MustCompile(`(root: )(/[^\s,}]+)`)
-	hashRe := regexp.MustCompile(`"\$2y\$10\$[^"]*"`)
-	errorPageRe := regexp.MustCompile(`\b[1-5][0-9][0-9]: /([^\s,}/]+)`) // errors: {404: /404.html}
 	hash, err := bcrypt.GenerateFromPassword([]byte("example"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -295,25 +295,13 @@ func TestDocExamplesLoad(t *testing.T) {
 		switch {
 		case len(keys) == 0:
 		case all(keys, configKeys):
-			text := rootRe.ReplaceAllStringFunc(b.text, func(m string) string {
-				sub := rootRe.FindStringSubmatch(m)
-				d := filepath.Join(dir, sub[2])
-				if err := os.MkdirAll(d, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				for _, page := range errorPageRe.FindAllStringSubmatch(b.text, -1) {
-					if err := os.WriteFile(filepath.Join(d, page[1]), []byte("not found"), 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				return sub[1] + d
-			})
-			text = hashRe.ReplaceAllLiteralString(text, `"`+string(hash)+`"`)
-			if !slices.Contains(keys, "sites") {
-				text += "sites: [{hosts: [example.org], upstream: \"http://127.0.0.1:3000\"}]\n"
+			dir := t.TempDir()
+			file := filepath.Join(dir, "edge.yaml")
+			if err := os.WriteFile(file, concrete(t, dir, b.text, string(hash)), 0o644); err != nil {
+				t.Fatal(err)
 			}
-			if _, err := edge.ParseConfig(name, []byte(text)); err != nil {
-				t.Errorf("the configuration example at %s does not load:\n%v\n%s", name, err, b.text)
+			if _, err := edge.CheckConfig(file); err != nil {
+				t.Errorf("the configuration example at %s does not pass edge config check:\n%v\n%s", name, err, b.text)
 			}
 			checked++
 		case all(keys, policyKeys):
@@ -330,4 +318,125 @@ func TestDocExamplesLoad(t *testing.T) {
 	if checked < 15 {
 		t.Errorf("only %d examples were checked: is the block detection broken?", checked)
 	}
+}
+
+// systemDirs are where the examples put what the edge reads and writes.
+var systemDirs = []string{"/etc/", "/run/", "/srv/", "/var/"}
+
+// concrete rewrites a configuration example so that it can be checked on
+// this machine, as the user running the test: every absolute path under
+// systemDirs moves under dir, and what it names is made there (a static
+// root with the error pages its errors: names, a template directory, a
+// policy file importing the default policy, or the directory of a file
+// the edge makes itself: a log, the secret, the ACME cache); tls.cache and
+// log.fingerprints, whose defaults are under /var, are set when the example
+// leaves them out; a bcrypt placeholder ("$2y$10$…") becomes hash; an
+// example without sites gets a placeholder site.
+func concrete(t *testing.T, dir, text, hash string) []byte {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(text), &doc); err != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		t.Fatalf("not a YAML mapping (%v):\n%s", err, text)
+	}
+	top := doc.Content[0]
+	if mapValue(top, "sites") == nil {
+		addKey(t, top, "sites", `[{hosts: [example.org], upstream: "http://127.0.0.1:3000"}]`)
+	}
+	for _, d := range []struct{ section, key, value string }{
+		{"tls", "cache", "/var/lib/edge"},
+		{"log", "fingerprints", "/var/log/edge/fp.jsonl"},
+	} {
+		sec := mapValue(top, d.section)
+		if sec == nil {
+			sec = addKey(t, top, d.section, "{}")
+		}
+		if mapValue(sec, d.key) == nil {
+			addKey(t, sec, d.key, d.value)
+		}
+	}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				makePath(t, dir, n, n.Content[i].Value, n.Content[i+1], hash)
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(top)
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// makePath rewrites the value v of key in the mapping m, when it is a path
+// under systemDirs or a bcrypt placeholder, and makes what it names.
+func makePath(t *testing.T, dir string, m *yaml.Node, key string, v *yaml.Node, hash string) {
+	t.Helper()
+	if v.Kind != yaml.ScalarNode {
+		return
+	}
+	if strings.HasPrefix(v.Value, "$2y$") && strings.Contains(v.Value, "…") {
+		v.Value = hash
+		return
+	}
+	if !slices.ContainsFunc(systemDirs, func(d string) bool { return strings.HasPrefix(v.Value, d) }) {
+		return
+	}
+	p := filepath.Join(dir, filepath.FromSlash(v.Value))
+	v.Value, v.Style = p, 0
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	switch key {
+	case "root":
+		must(os.MkdirAll(p, 0o755))
+		if pages := mapValue(m, "errors"); pages != nil {
+			for i := 1; i < len(pages.Content); i += 2 {
+				page := filepath.Join(p, filepath.FromSlash(pages.Content[i].Value))
+				must(os.MkdirAll(filepath.Dir(page), 0o755))
+				must(os.WriteFile(page, []byte("<h1>not here</h1>"), 0o644))
+			}
+		}
+	case "template_dir":
+		must(os.MkdirAll(p, 0o755))
+		must(os.WriteFile(filepath.Join(p, "brand.html"), []byte(`{{define "brand"}}<p>Example</p>{{end}}`), 0o644))
+	case "policy":
+		must(os.MkdirAll(filepath.Dir(p), 0o755))
+		must(os.WriteFile(p, []byte("bots:\n  - import: (builtin)/default.yaml\n"), 0o644))
+	default: // a file the edge makes, in a directory that must exist
+		must(os.MkdirAll(filepath.Dir(p), 0o755))
+	}
+}
+
+// mapValue returns the value of key in the mapping m, or nil.
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// addKey adds key with the YAML value to the mapping m and returns the
+// value's node.
+func addKey(t *testing.T, m *yaml.Node, key, value string) *yaml.Node {
+	t.Helper()
+	var v yaml.Node
+	if err := yaml.Unmarshal([]byte(value), &v); err != nil {
+		t.Fatal(err)
+	}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, v.Content[0])
+	return v.Content[0]
 }

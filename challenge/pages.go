@@ -303,7 +303,7 @@ func (c *Challenger) render(w http.ResponseWriter, r *http.Request, status int, 
 	h["X-Content-Type-Options"] = v[3:4:4]
 	h["Referrer-Policy"] = v[4:5:5]
 	h["Content-Language"] = v[5:6:6]
-	if !script && d.RequestID != "" {
+	if d.RequestID != "" {
 		h["X-Request-Id"] = append(v, d.RequestID)[6:7:7]
 	}
 

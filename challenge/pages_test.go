@@ -166,6 +166,10 @@ func TestChallengePage(t *testing.T) {
 			if w.Header().Get("Cache-Control") != "no-store" {
 				t.Error("challenge page may be cached")
 			}
+			// The ID the logs carry, for a visitor stuck on the page to quote.
+			if w.Header().Get("X-Request-Id") != "req-2" || !strings.Contains(body, "<code>req-2</code>") {
+				t.Errorf("request ID: header %q, shown: %v", w.Header().Get("X-Request-Id"), strings.Contains(body, "req-2"))
+			}
 		})
 	}
 }

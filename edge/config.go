@@ -46,6 +46,10 @@ type Config struct {
 	decodeErr error
 	// spillAfter replaces the const of that name when set (tests).
 	spillAfter time.Duration
+	// geoCheckInterval is how often the Server looks for replaced geo
+	// database files; if zero, geo's default (a minute: the databases
+	// change monthly). Only tests shorten it.
+	geoCheckInterval time.Duration
 }
 
 // Listen names the listening addresses.
@@ -158,8 +162,9 @@ type Route struct {
 	StripPrefix bool `yaml:"strip_prefix"`
 	// Errors names pages under Root answered, with their status, instead of
 	// the plain text of a 400, 403, 404, 405 or 500 (nginx's error_page,
-	// Caddy's handle_errors), e.g. {404: /404.html}. Without it, a
-	// 404.html in Root answers 404s.
+	// Caddy's handle_errors), e.g. {404: /404.html}. Without an entry
+	// for 404, a 404.html at the top of Root answers 404s (looked for
+	// when the configuration loads).
 	Errors map[int]string `yaml:"errors"`
 	// BasicAuth asks for a user and password (bcrypt hashes), after the bot
 	// policy has let the request through.

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -82,6 +83,9 @@ func (h *Handler) newDiverters() map[string]*diverter {
 				h.challenger.Deny(w, r, st.id, "policy") // the tarpit is down: a plain deny
 			},
 			BufferPool: newBufferPool(),
+			// A cut at max_bytes or max_duration is the bound working,
+			// not news: debug, in the edge's log, not the process's.
+			ErrorLog: slog.NewLogLogger(h.env.Log.Handler(), slog.LevelDebug),
 		}
 		out[name] = d
 	}

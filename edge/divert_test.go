@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -154,5 +155,145 @@ func TestDenyAndReroute(t *testing.T) {
 	res, _ := get(t, e.client(t, "h2"), e.url("/x"), "User-Agent", gptUA)
 	if res.StatusCode != http.StatusTemporaryRedirect || res.Header.Get("Location") != "https://example.com/tarpit" {
 		t.Errorf("%d to %q, want 307 to https://example.com/tarpit", res.StatusCode, res.Header.Get("Location"))
+	}
+}
+
+// divertPolicy writes a policy that diverts GPTBot to the target tarpit
+// and lets everyone else through.
+func divertPolicy(t *testing.T) string {
+	t.Helper()
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte(`bots:
+  - {name: ai-to-tarpit, user_agent_regex: GPTBot, action: DIVERT, divert_to: tarpit}
+  - {name: everyone, path_regex: ., action: ALLOW}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// TestDivertMaxDuration: a tarpit that trickles a byte at a time never
+// reaches max_bytes; max_duration cuts the diverted exchange, on the
+// client's side and the tarpit's.
+func TestDivertMaxDuration(t *testing.T) {
+	t.Parallel()
+	ended := make(chan error, 1) // the tarpit's request context, when its handler returns
+	tp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() { ended <- r.Context().Err() }()
+		w.Header().Set("Content-Type", "text/plain")
+		for r.Context().Err() == nil {
+			if _, err := io.WriteString(w, "x"); err != nil {
+				return
+			}
+			http.NewResponseController(w).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(25 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(tp.Close)
+	site := echoUpstream(t, "site")
+	const maxDuration = 500 * time.Millisecond
+	var logs syncBuffer
+	e := startEdgeLog(t, "policy: "+divertPolicy(t)+"\n"+
+		"divert: {tarpit: {upstream: "+tp.URL+", max_bytes: 1048576, max_duration: 500ms}}\n"+
+		"sites: [{hosts: [localhost], upstream: "+site.URL+", compress: false}]\n", &logs)
+	for _, proto := range []string{"h1", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			// One at a time: ended is the tarpit's one request.
+			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", e.url("/slow/"+proto), nil)
+			req.Host = "localhost"
+			req.Header.Set("User-Agent", gptUA)
+			start := time.Now()
+			res, err := e.client(t, proto).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body) // cut: an error or the end of the body
+			res.Body.Close()
+			took := time.Since(start)
+			if res.StatusCode != 200 || len(b) == 0 || strings.Trim(string(b), "x") != "" {
+				t.Errorf("diverted: %d %.40q", res.StatusCode, b)
+			}
+			// At a byte per 25ms, max_bytes would take hours.
+			if took < maxDuration || took > 10*maxDuration || ctx.Err() != nil {
+				t.Errorf("the diverted answer ended after %v (%d bytes), want max_duration %v", took, len(b), maxDuration)
+			}
+			select {
+			case err := <-ended:
+				if err == nil {
+					t.Error("the tarpit's handler ended without its request being cancelled")
+				}
+			case <-time.After(5 * time.Second):
+				t.Error("the tarpit is still sending after max_duration")
+			}
+		})
+	}
+	// The cut is told to the edge's log (at debug), not to the process's.
+	if !strings.Contains(logs.String(), "level=DEBUG msg=\"httputil: ReverseProxy read error during body copy: context deadline exceeded") {
+		t.Errorf("the cut is not in the edge's log:\n%s", logs.String())
+	}
+}
+
+// TestDivertOwnPool: a diverted request never waits for the site's
+// upstream connections: with the site's only connection busy (and the
+// tarpit on the same address as the site), the site's next request waits
+// and is refused, while a diverted one is answered at once.
+func TestDivertOwnPool(t *testing.T) {
+	t.Parallel()
+	holding, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	both := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.Contains(r.UserAgent(), "GPTBot"):
+			_, _ = io.WriteString(w, "tarpit page")
+		case r.URL.Path == "/hold":
+			holding <- struct{}{}
+			<-release
+			_, _ = io.WriteString(w, "held")
+		default:
+			_, _ = io.WriteString(w, "the site")
+		}
+	}))
+	t.Cleanup(both.Close)
+	e := startEdge(t, "limits: {upstream_conns: 1, upstream_queue: 300ms}\npolicy: "+divertPolicy(t)+"\n"+
+		"divert: {tarpit: {upstream: "+both.URL+"}}\n"+
+		"sites: [{hosts: [localhost], upstream: "+both.URL+", compress: false}]\n")
+	t.Cleanup(free) // before the edge's shutdown waits for /hold
+	held := make(chan string, 1)
+	holder := e.client(t, "h2") // made here: t is not for other goroutines
+	go func() {
+		req, _ := http.NewRequest("GET", e.url("/hold"), nil)
+		req.Host = "localhost"
+		res, err := holder.Do(req)
+		if err != nil {
+			held <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		held <- fmt.Sprint(res.StatusCode, " ", string(b))
+	}()
+	select {
+	case <-holding:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holding request did not reach the site")
+	}
+	if res, body := get(t, e.client(t, "h2"), e.url("/other"), "User-Agent", "curl/8.5.0"); res.StatusCode != 503 {
+		t.Errorf("the site's only connection is busy, yet another request got %d %q", res.StatusCode, body)
+	}
+	for i := range 3 {
+		res, body := get(t, e.client(t, "h2"), e.url(fmt.Sprint("/article/", i)), "User-Agent", gptUA)
+		if res.StatusCode != 200 || body != "tarpit page" {
+			t.Errorf("diverted beside a busy site: %d %.80q", res.StatusCode, body)
+		}
+	}
+	free()
+	if got := <-held; got != "200 held" {
+		t.Errorf("the holding request: %s", got)
 	}
 }

@@ -60,15 +60,27 @@ func startEdgeLog(t *testing.T, yamlText string, logw io.Writer) *testEdge {
 // startEdgeListen is startEdgeLog with more keys of listen: ("k: v, …").
 func startEdgeListen(t *testing.T, listen, yamlText string, logw io.Writer) *testEdge {
 	t.Helper()
-	if listen != "" {
-		listen = ", " + listen
-	}
-	cfgText := "listen: { https: \"127.0.0.1:0\", http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"" + listen + " }\n" +
-		"tls: { mode: self-signed, cache: \"\" }\n" + yamlText
-	cfg, err := ParseConfig("test.yaml", []byte(cfgText))
+	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText(listen, yamlText)))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	return startEdgeConfig(t, cfg, logw)
+}
+
+// edgeConfigText is the configuration of startEdgeListen: listeners on
+// free loopback ports (and the keys of listen), a self-signed certificate
+// kept in memory, and yamlText.
+func edgeConfigText(listen, yamlText string) string {
+	if listen != "" {
+		listen = ", " + listen
+	}
+	return "listen: { https: \"127.0.0.1:0\", http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"" + listen + " }\n" +
+		"tls: { mode: self-signed, cache: \"\" }\n" + yamlText
+}
+
+// startEdgeConfig starts an edge with cfg, logging to logw.
+func startEdgeConfig(t *testing.T, cfg Config, logw io.Writer) *testEdge {
+	t.Helper()
 	s, err := New(cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -175,4 +177,69 @@ func fromLogRequest(t *testing.T, line string) (policy.Request, error) {
 		return policy.Request{}, err
 	}
 	return er.policyRequest()
+}
+
+// TestExplainLooksUpGeo: with a configuration whose geo: names databases,
+// explain looks the address up in them, as the live edge does, says what
+// it found, and decides by it; a log line's own asn and country give way
+// to the databases'.
+func TestExplainLooksUpGeo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	asnDB, countryDB := filepath.Join(dir, "asn.mmdb"), filepath.Join(dir, "country.mmdb")
+	writeMMDB(t, asnDB, "GeoLite2-ASN", asnRecord(64500, "Example Net")) // 127.0.0.0/8 only
+	writeMMDB(t, countryDB, "GeoLite2-Country", countryRecord("NL"))
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte(`bots:
+  - {name: from-64500, asns: {match: [64500]}, path_regex: ^/asn, action: DENY}
+  - {name: from-nl, geoip: {countries: [NL]}, path_regex: ^/country, action: DENY}
+  - {name: cel, expression: 'asn == 64500 && country == "NL"', path_regex: ^/cel, action: DENY}
+  - {name: rest, path_regex: ., action: ALLOW}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig("geo.yaml", []byte("geo: {asn_db: "+asnDB+", country_db: "+countryDB+"}\npolicy: "+pol+
+		"\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromLog, err := ExplainRequestFromLog([]byte(`{"remote_ip":"127.0.0.1","asn":64999,"as_org":"Stale","country":"US","path":"/asn","user_agent":"curl/8.5.0"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const found = "check geo: ran: AS64500 (Example Net), country NL\n"
+	for _, tt := range []struct {
+		name      string
+		er        ExplainRequest
+		geo, rule string
+		denied    bool
+	}{
+		{name: "asns:", er: ExplainRequest{IP: "127.0.0.1", Path: "/asn"}, geo: found, rule: "from-64500", denied: true},
+		{name: "geoip:", er: ExplainRequest{IP: "127.0.0.1", Path: "/country"}, geo: found, rule: "from-nl", denied: true},
+		{name: "CEL", er: ExplainRequest{IP: "127.0.0.1", Path: "/cel"}, geo: found, rule: "cel", denied: true},
+		{name: "an address the databases do not hold", er: ExplainRequest{IP: "192.0.2.7", Path: "/asn"},
+			geo: "check geo: ran: unknown, country unknown\n", rule: "rest"},
+		{name: "a log line's stale geo", er: fromLog, geo: found, rule: "from-64500", denied: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.er.UA = orString(tt.er.UA, "curl/8.5.0")
+			out, err := ExplainPolicy(t.Context(), tt.er, ExplainOptions{Config: &cfg, NoDNS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "decision: ALLOW"
+			if tt.denied {
+				want = "decision: DENY"
+			}
+			if !strings.Contains(out, tt.geo) || !strings.Contains(out, want) || !strings.Contains(out, "rule="+tt.rule) {
+				t.Errorf("explain says:\n%s\nwant %q, %s, rule=%s", out, tt.geo, want, tt.rule)
+			}
+		})
+	}
+	// Without the configuration, the same policy sees no geo data.
+	out, err := ExplainPolicy(t.Context(), ExplainRequest{IP: "127.0.0.1", Path: "/asn", UA: "curl/8.5.0"}, ExplainOptions{Policy: pol, NoDNS: true})
+	if err != nil || !strings.Contains(out, "check geo: SKIPPED") || strings.Contains(out, "rule=from-64500") {
+		t.Errorf("explain with the policy alone: %v\n%s", err, out)
+	}
 }

@@ -23,7 +23,7 @@ func TestFingerprintLogFields(t *testing.T) {
 	t.Parallel()
 	up := echoUpstream(t, "a")
 	e, fpFile := startLoggingEdge(t, up.URL)
-	always := []string{"time", "remote_ip", "host", "method", "path", "proto", "tls_version", "sni", "alpn",
+	always := []string{"time", "request_id", "remote_ip", "host", "method", "path", "proto", "tls_version", "sni", "alpn",
 		"ja4", "ja4_r", "ja4_o", "ja4_ro", "hfp", "hfp_r", "user_agent", "weight", "action",
 		"status", "bytes", "duration_ms"}
 	for _, tt := range []struct{ proto, wantProto, hfpPrefix, ja4Prefix string }{

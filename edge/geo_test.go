@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,9 +88,9 @@ func TestGeoThroughEdge(t *testing.T) {
 		t.Errorf("/asn decided by %v", rules)
 	}
 
-	// Next month's databases arrive while the edge serves, and SIGHUP
-	// reads them (the watcher would too, within geo's check interval; the
-	// geo package tests it).
+	// Next month's databases arrive while the edge serves, and are read
+	// again (through the Server, by SIGHUP and by the file watch:
+	// TestGeoReloadThroughServer).
 	writeMMDB(t, asnDB, "GeoLite2-ASN", asnRecord(64501, "Other Net"))
 	writeMMDB(t, countryDB, "GeoLite2-Country", countryRecord("FR"))
 	if err := e.Server.env.Geo.Reload(); err != nil {
@@ -110,5 +111,88 @@ func TestGeoThroughEdge(t *testing.T) {
 	}
 	if res, _ := get(t, c, e.url("/cel"), "User-Agent", "curl/8.5.0"); res.StatusCode != 403 {
 		t.Errorf("after a corrupt replacement: %d, want the last good database to decide (403)", res.StatusCode)
+	}
+}
+
+// TestGeoReloadThroughServer: the Server reads replaced geo databases
+// again by itself, with the file watch it starts, and on a reload of its
+// configuration file (what SIGHUP does); the policy's decisions and the
+// fingerprint log follow the new data.
+func TestGeoReloadThroughServer(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		interval time.Duration // of the file watch
+		sighup   bool          // reload the configuration after the replacement
+	}{
+		{"file watch", 20 * time.Millisecond, false},
+		{"SIGHUP", time.Hour, true}, // the watch would not look for an hour
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			asnDB, countryDB := filepath.Join(dir, "asn.mmdb"), filepath.Join(dir, "country.mmdb")
+			writeMMDB(t, asnDB, "GeoLite2-ASN", asnRecord(64500, "Example Hosting GmbH"))
+			writeMMDB(t, countryDB, "GeoLite2-Country", countryRecord("DE"))
+			pol := filepath.Join(dir, "policy.yaml")
+			if err := os.WriteFile(pol, []byte(`bots:
+  - {name: new-asn, asns: {match: [64501]}, path_regex: ^/asn, action: DENY}
+  - {name: new-country, geoip: {countries: [FR]}, path_regex: ^/country, action: DENY}
+  - {name: everyone, path_regex: ., action: ALLOW}
+`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			up := echoUpstream(t, "site")
+			fp := filepath.Join(dir, "fp.jsonl")
+			file := filepath.Join(dir, "edge.yaml")
+			if err := os.WriteFile(file, []byte(edgeConfigText("", "geo: {asn_db: "+asnDB+", country_db: "+countryDB+"}\n"+
+				"policy: "+pol+"\nlog: {fingerprints: "+fp+"}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := LoadConfig(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.geoCheckInterval = tt.interval
+			var logs syncBuffer
+			e := startEdgeConfig(t, cfg, &logs)
+			c := e.client(t, "h2")
+			status := func(path string) int {
+				res, _ := get(t, c, e.url(path), "User-Agent", "curl/8.5.0")
+				return res.StatusCode
+			}
+			if a, b := status("/asn"), status("/country"); a != 200 || b != 200 {
+				t.Fatalf("before the replacement: /asn %d, /country %d, want 200 and 200", a, b)
+			}
+
+			writeMMDB(t, asnDB, "GeoLite2-ASN", asnRecord(64501, "Other Net"))
+			writeMMDB(t, countryDB, "GeoLite2-Country", countryRecord("FR"))
+			if tt.sighup {
+				e.ReloadFile(t.Context(), file)
+				if a, b := status("/asn"), status("/country"); a != 403 || b != 403 {
+					t.Errorf("after the reload: /asn %d, /country %d, want 403 and 403", a, b)
+				}
+			} else {
+				deadline := time.Now().Add(10 * time.Second)
+				for status("/asn") != 403 || status("/country") != 403 {
+					if time.Now().After(deadline) {
+						t.Fatalf("the replaced databases were not read within 10s; log:\n%s", logs.String())
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				for _, db := range []string{asnDB, countryDB} {
+					if !strings.Contains(logs.String(), "msg=geo_reloaded path="+db) {
+						t.Errorf("no geo_reloaded line for %s in the log:\n%s", db, logs.String())
+					}
+				}
+			}
+			get(t, c, e.url("/after"), "User-Agent", "curl/8.5.0")
+			if l := waitLine(t, fp, "/after"); l["asn"] != float64(64501) || l.str("as_org") != "Other Net" || l.str("country") != "FR" {
+				t.Errorf("logged asn %v as_org %q country %q, want 64501 Other Net FR", l["asn"], l.str("as_org"), l.str("country"))
+			}
+			if strings.Contains(logs.String(), "level=ERROR") {
+				t.Errorf("errors in the log:\n%s", logs.String())
+			}
+		})
 	}
 }

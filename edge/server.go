@@ -140,7 +140,8 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 	}
 
 	if cfg.Geo != (GeoConfig{}) {
-		if s.env.Geo, err = geo.Open(geo.Config{ASNDB: cfg.Geo.ASNDB, CountryDB: cfg.Geo.CountryDB, OnReload: s.geoReloaded}); err != nil {
+		if s.env.Geo, err = geo.Open(geo.Config{ASNDB: cfg.Geo.ASNDB, CountryDB: cfg.Geo.CountryDB,
+			CheckInterval: cfg.geoCheckInterval, OnReload: s.geoReloaded}); err != nil {
 			return nil, &ConfigError{File: cfg.path, Key: "geo", Err: err}
 		}
 	}

@@ -2,6 +2,9 @@ package edge
 
 import (
 	"fmt"
+	"maps"
+	"net/http"
+	"os"
 	"strings"
 
 	"github.com/maatproxy/maat/fplog"
@@ -106,11 +109,42 @@ func (r *route) setRoot(cfg *Config, root string, browse, strip bool, errors map
 
 // staticConfig is the static.Config of a root.
 func staticConfig(cfg *Config, prefix, root string, browse, strip bool, errors map[int]string) static.Config {
-	sc := static.Config{Root: root, Listing: browse, Precompressed: true, ErrorPages: errors, MaxRanges: cfg.Limits.Ranges}
+	sc := static.Config{Root: root, Listing: browse, Precompressed: true, ErrorPages: rootErrorPages(root, errors),
+		MaxRanges: cfg.Limits.Ranges}
 	if strip {
 		sc.StripPrefix = prefix
 	}
 	return sc
+}
+
+// notFoundPage answers a static root's 404s when errors: names no page for
+// them and the root has it at its top (nginx users write error_page 404
+// /404.html; static site generators make the file).
+const notFoundPage = "404.html"
+
+// rootErrorPages returns the error pages of a static root: errors, and
+// notFoundPage for 404 if errors names none and the root holds it as a
+// regular file. It is looked for through os.Root, as static opens every
+// file: a symbolic link out of the root is not used. A file made after
+// the configuration loaded is used from the next reload on.
+func rootErrorPages(root string, errors map[int]string) map[int]string {
+	if _, ok := errors[http.StatusNotFound]; ok || root == "" {
+		return errors
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return errors // static.Config.Validate says why
+	}
+	defer r.Close()
+	if fi, err := r.Stat(notFoundPage); err != nil || !fi.Mode().IsRegular() {
+		return errors
+	}
+	out := maps.Clone(errors)
+	if out == nil {
+		out = make(map[int]string, 1)
+	}
+	out[http.StatusNotFound] = notFoundPage
+	return out
 }
 
 // opsList compiles header rules to apply in order (the site's, then the

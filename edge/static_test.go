@@ -108,3 +108,94 @@ func TestStaticRoutes(t *testing.T) {
 		t.Errorf("the upstream route: %d %q", res.StatusCode, body)
 	}
 }
+
+// TestStaticNotFoundPage: a 404.html at the top of a static root answers
+// that root's 404s, and only its 404s; errors: {404: …} wins over it; a
+// 404.html outside the root (above it, or behind a symbolic link out of
+// it) is never served, whatever the path.
+func TestStaticNotFoundPage(t *testing.T) {
+	t.Parallel()
+	up := echoUpstream(t, "a")
+	dir := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("404.html", "outside the roots")
+	write("a/404.html", "<h1>A is not here</h1>")
+	write("a/page.txt", "a page")
+	write("b/404.html", "<h1>B default</h1>")
+	write("b/custom.html", "<h1>B custom</h1>")
+	write("c/page.txt", "c has no 404.html")
+	write("d/page.txt", "d links to the outside 404.html")
+	write("e/404.html", "<h1>E is not here</h1>")
+	write("e/e/page.txt", "whole path")
+	write("f/404.html", "<h1>F 404</h1>")
+	write("f/405.html", "<h1>F 405</h1>")
+	if err := os.Symlink(filepath.Join(dir, "404.html"), filepath.Join(dir, "d", "404.html")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "404.html"), filepath.Join(dir, "a", "escape.html")); err != nil {
+		t.Fatal(err)
+	}
+	route := func(name, more string) string {
+		return "{path: /" + name + "/, root: " + filepath.Join(dir, name) + more + "}"
+	}
+	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", routes: ["+
+		route("a", ", strip_prefix: true")+", "+route("b", ", strip_prefix: true, errors: {404: /custom.html}")+", "+
+		route("c", ", strip_prefix: true")+", "+route("d", ", strip_prefix: true")+", "+route("e", "")+", "+
+		route("f", ", strip_prefix: true, errors: {405: /405.html}")+"]}]\n")
+	c := e.client(t, "h2")
+	for _, tt := range []struct {
+		name, method, path string
+		status             int
+		body               string // "" = not a page of ours: the status text or the upstream
+	}{
+		{"the root's 404.html", "GET", "/a/nothing", 404, "<h1>A is not here</h1>"},
+		{"HEAD", "HEAD", "/a/nothing", 404, ""}, // the page's headers, checked below
+		{"a root that keeps the prefix", "GET", "/e/nothing", 404, "<h1>E is not here</h1>"},
+		{"errors: wins", "GET", "/b/nothing", 404, "<h1>B custom</h1>"},
+		{"errors: for another status", "GET", "/f/nothing", 404, "<h1>F 404</h1>"},
+		{"errors: for another status, its page", "POST", "/f/nothing", 405, "<h1>F 405</h1>"},
+		{"the file itself", "GET", "/a/404.html", 200, "<h1>A is not here</h1>"},
+		{"not for 405", "POST", "/a/page.txt", 405, ""},
+		{"not for 403", "GET", "/a/escape.html", 403, ""},
+		{"not for 400", "GET", "/a/x/..%2f..%2fpage.txt", 400, ""},
+		{"none in the root", "GET", "/c/nothing", 404, ""},
+		{"a link out of the root", "GET", "/d/nothing", 404, ""},
+		{"dot segments", "GET", "/c/../404.html", 200, ""},
+		{"encoded dot segments", "GET", "/c/%2e%2e/404.html", 200, ""},
+		{"an encoded slash", "GET", "/c/..%2f404.html", 400, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req, _ := http.NewRequest(tt.method, e.url(tt.path), nil)
+			req.Host = "localhost"
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			body := string(b)
+			if res.StatusCode != tt.status || strings.Contains(body, "outside the roots") {
+				t.Fatalf("%d %q, want %d", res.StatusCode, body, tt.status)
+			}
+			switch {
+			case tt.body != "" && (body != tt.body || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html")):
+				t.Errorf("%q (%s), want %q", body, res.Header.Get("Content-Type"), tt.body)
+			case tt.body == "" && strings.Contains(body, "<h1>"):
+				t.Errorf("a page answered: %q", body)
+			case tt.method == "HEAD" && (res.ContentLength != int64(len("<h1>A is not here</h1>")) ||
+				!strings.HasPrefix(res.Header.Get("Content-Type"), "text/html")):
+				t.Errorf("HEAD: Content-Length %d, Content-Type %q: not the page's", res.ContentLength, res.Header.Get("Content-Type"))
+			}
+		})
+	}
+}
