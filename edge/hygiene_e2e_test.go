@@ -2,15 +2,20 @@ package edge
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // rawTLSExchange writes raw request bytes to the edge over TLS (HTTP/1.1)
@@ -140,5 +145,146 @@ sites:
 				t.Errorf("the retried request differs from a first try:\n%s\n%s", heads[0], heads[1])
 			}
 		})
+	}
+}
+
+// TestHTTP2ResetIsTheClients: an HTTP/2 client that resets its stream
+// halfway through a body being streamed to the upstream is logged 499 and
+// counted as the client's, with no upstream_failed warning; an HTTP/1.1
+// chunk size "0x5" is the client's 400, not a 502.
+func TestHTTP2ResetIsTheClients(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{}, 1)
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/reset-mid-body" {
+			entered <- struct{}{}
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+	})
+	fp := filepath.Join(t.TempDir(), "fp.jsonl")
+	var logs syncBuffer
+	e := startEdgeLog(t, "log: {fingerprints: "+fp+"}\nsites: [{hosts: [localhost], upstream: "+up+"}]\n", &logs)
+	m := e.Server.metrics
+
+	conn, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2 := newH2Client(t, conn)
+	h2.headers(1, "POST", "/reset-mid-body", false)
+	// Past the 16 KiB the edge reads before it asks the upstream: the body
+	// is then streamed.
+	for range 2 {
+		h2.mu.Lock()
+		err = h2.WriteData(1, false, bytes.Repeat([]byte("b"), 16000))
+		h2.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the body never reached the upstream")
+	}
+	if err := h2.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+		t.Fatal(err)
+	}
+	if l := waitLine(t, fp, "/reset-mid-body"); l["status"] != float64(499) {
+		t.Errorf("a reset stream: logged status %v, want 499", l["status"])
+	}
+
+	res, _ := rawTLSExchange(t, e, "POST /hex-chunk HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+		"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n")
+	if res.StatusCode != http.StatusBadRequest {
+		t.Errorf("chunk size 0x5: %d, want 400", res.StatusCode)
+	}
+	if l := waitLine(t, fp, "/hex-chunk"); l["status"] != float64(400) {
+		t.Errorf("chunk size 0x5: logged status %v, want 400", l["status"])
+	}
+
+	if strings.Contains(logs.String(), "upstream_failed") {
+		t.Errorf("a client's failure was logged as the upstream's:\n%s", logs.String())
+	}
+	if n := seriesCount(m.upErrors); n != 0 {
+		t.Errorf("%d upstream error series; client errors were blamed on the upstream", n)
+	}
+	if v := counterValue(m.clientErrors.WithLabelValues("localhost", "client_gone")); v != 1 {
+		t.Errorf("client errors (gone) = %v, want 1", v)
+	}
+	if v := counterValue(m.clientErrors.WithLabelValues("localhost", "bad_request_body")); v != 1 {
+		t.Errorf("client errors (bad body) = %v, want 1", v)
+	}
+}
+
+// rangeHeader asks for n one-byte ranges that neither overlap nor touch:
+// bytes 0, 2, 4, …
+func rangeHeader(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("%d-%d", 2*i, 2*i)
+	}
+	return "bytes=" + strings.Join(parts, ",")
+}
+
+// TestRangesCappedThroughEdge: with the default limit (100 ranges), a
+// request for 100 ranges gets its 100 parts, from an upstream and from a
+// static root, over HTTP/1.1 and HTTP/2; one for 101 gets the whole
+// representation (200), as Apache answers past MaxRanges.
+func TestRangesCappedThroughEdge(t *testing.T) {
+	t.Parallel()
+	content := make([]byte, 1000)
+	for i := range content {
+		content[i] = byte('a' + i%26)
+	}
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		http.ServeContent(w, r, "data.txt", time.Unix(1e9, 0), bytes.NewReader(content))
+	})
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "data.txt"), content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up+", compress: false, routes: [{path: /files/, root: "+root+", strip_prefix: true}]}]\n")
+	for _, proto := range []string{"h1", "h2"} {
+		c := e.client(t, proto)
+		for _, path := range []string{"/data.txt", "/files/data.txt"} {
+			res, body := get(t, c, e.url(path), "Range", rangeHeader(100))
+			if res.StatusCode != http.StatusPartialContent {
+				t.Errorf("%s %s, 100 ranges: %d, want 206", proto, path, res.StatusCode)
+			} else if n := countParts(t, res, body); n != 100 {
+				t.Errorf("%s %s, 100 ranges: %d parts", proto, path, n)
+			}
+			res, body = get(t, c, e.url(path), "Range", rangeHeader(101))
+			if res.StatusCode != http.StatusOK || body != string(content) {
+				t.Errorf("%s %s, 101 ranges: %d, %d bytes; want 200 and the whole", proto, path, res.StatusCode, len(body))
+			}
+		}
+	}
+}
+
+// countParts counts the parts of a multipart/byteranges answer, checking
+// that part i holds byte 2i.
+func countParts(t *testing.T, res *http.Response, body string) int {
+	t.Helper()
+	mt, params, err := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/byteranges" {
+		t.Fatalf("Content-Type %q", res.Header.Get("Content-Type"))
+	}
+	mr := multipart.NewReader(strings.NewReader(body), params["boundary"])
+	n := 0
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return n
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(p)
+		if want := fmt.Sprintf("bytes %d-%d/1000", 2*n, 2*n); p.Header.Get("Content-Range") != want || len(b) != 1 || b[0] != byte('a'+(2*n)%26) {
+			t.Fatalf("part %d: %q %q", n, p.Header.Get("Content-Range"), b)
+		}
+		n++
 	}
 }
