@@ -245,12 +245,20 @@ func TestDefaultPolicy(t *testing.T) {
 		}, CHALLENGE, 18, "suspicion", []Signal{SignalBrowserHeadersMissing, SignalHeadless}},
 		{"feed reader on /feed.xml", func() *Request { r := curlRequest(uaMiniflux); r.Path = "/feed.xml"; r.ClientFamily = "go"; return r }, ALLOW, 0, "feed-path", nil},
 		{"feed reader by UA", func() *Request { r := curlRequest(uaMiniflux); r.Path = "/posts/1"; r.ClientFamily = "go"; return r }, ALLOW, 0, "feed-readers", nil},
+		// A feed's Accept opens a page to a reader's own stack, not to a
+		// browser's: one header would otherwise let a headless Chrome in.
+		{"reader asking for a feed by Accept", func() *Request {
+			r := curlRequest("Mozilla/5.0 (compatible; SomeReader/1.0; +https://reader.example/)")
+			r.Path, r.RawQuery, r.ClientFamily = "/", "feed=atom", "python"
+			r.Header.Set("Accept", "application/atom+xml")
+			return r
+		}, ALLOW, 0, "feed-accept", nil},
 		{"browser asking for a feed", func() *Request {
 			r := chromeRequest()
 			r.Path = "/blog/"
 			r.Header.Set("Accept", "application/atom+xml")
 			return r
-		}, ALLOW, 0, "feed-accept", nil},
+		}, CHALLENGE, 12, "browser", nil},
 		{"robots.txt", func() *Request { r := curlRequest(uaGPTBot); r.Path = "/robots.txt"; return r }, ALLOW, 0, "robots-txt", nil},
 		{"well-known", func() *Request { r := chromeRequest(); r.Path = "/.well-known/security.txt"; return r }, ALLOW, 0, "well-known", nil},
 		{"favicon", func() *Request { r := chromeRequest(); r.Path = "/favicon.ico"; return r }, ALLOW, 0, "favicon", nil},

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -16,7 +17,6 @@ var honestClients = []struct {
 	{"UptimeRobot, unknown stack", "Mozilla/5.0+(compatible; UptimeRobot/2.0; http://www.uptimerobot.com/)", "", "uptimerobot", "firefox"},
 	{"Uptime Kuma", "Uptime-Kuma/1.23.16", "node", "uptime-kuma", "chrome"},
 	{"Pingdom", "Pingdom.com_bot_version_1.4_(http://www.pingdom.com/)", "", "pingdom", "chrome"},
-	{"Pingdom page speed", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/129.0.0.0 Safari/537.36 PingdomPageSpeed/1.0 (pingbot/2.0; +http://www.pingdom.com/)", "chrome", "pingdom-page-speed", "curl"},
 	{"Better Stack", uaBetterUptime, "go", "better-stack", "chrome"},
 	{"Better Stack, short", "Better Stack Better Uptime Bot Mozilla/5.0", "", "better-stack", "chrome"},
 	// StatusCake's User-Agent carries no bot token: on Chrome's TLS it is a
@@ -56,7 +56,32 @@ var honestClients = []struct {
 	{"curl", "curl/8.5.0", "curl", "curl", "chrome"},
 	{"git", "git/2.43.0", "gnutls", "git", "chrome"},
 	{"Go", "Go-http-client/2.0", "go", "go-http-client", "firefox"},
+	{"Kubernetes probe", "kube-probe/1.29", "go", "go-health-checkers", "chrome"},
+	{"Consul", "Consul Health Check", "", "go-health-checkers", "chrome"},
+	{"Blackbox exporter", "Blackbox Exporter/0.25.0", "go", "go-health-checkers", "firefox"},
+	{"AWS ELB", "ELB-HealthChecker/2.0", "", "cloud-health-checkers", "chrome"},
+	{"AWS Classic ELB", "ELB-HealthChecker/1.0", "java", "cloud-health-checkers", "safari"},
+	{"Google Cloud", "GoogleHC/1.0", "", "cloud-health-checkers", "chrome"},
+	{"Feedly", uaFeedly, "", "feed-readers", "chrome"},
+	{"Miniflux", uaMiniflux, "go", "feed-readers", "chrome"},
+	{"NewsBlur", uaNewsBlur, "python", "feed-readers", "safari"},
+	{"Inoreader", "Inoreader/1.0 (+http://www.inoreader.com/feed-fetcher; 7 subscribers; )", "", "feed-readers", "firefox"},
+	{"Feedbin", "Feedbin feed-id:123 - 3 subscribers", "openssl", "feed-readers", "chrome"},
+	{"FreshRSS", "FreshRSS/1.23.1 (Linux; https://freshrss.org)", "curl", "feed-readers", "chrome"},
+	{"Tiny Tiny RSS", "Tiny Tiny RSS/23.04 (Unsupported) (https://tt-rss.org/)", "curl", "feed-readers", "firefox"},
+	{"Liferea", "Liferea/1.12.6 (Linux; https://lzone.de/liferea/) AppleWebKit (KHTML, like Gecko)", "gnutls", "feed-readers", "chrome"},
+	{"Akregator", "Akregator/5.22.3; syndication", "openssl", "feed-readers", "chrome"},
+	{"NetNewsWire", uaNetNewsWire, "safari", "feed-readers-apple", "chrome"},
+	{"NetNewsWire on iOS", uaNetNewsWire, "ios", "feed-readers-apple", "firefox"},
+	{"Reeder", "Reeder/5050.1 CFNetwork/1410.0.3 Darwin/22.6.0", "", "feed-readers-apple", "chrome"},
 }
+
+// Real feed readers' User-Agents (sources in lists/honest-clients.yaml).
+const (
+	uaFeedly      = "Feedly/1.0 (+http://www.feedly.com/fetcher.html; 12 subscribers; like FeedFetcher-Google)"
+	uaNewsBlur    = "NewsBlur Feed Fetcher - 5 subscribers - https://www.newsblur.com/site/123/x (Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/14.0.1 Safari/605.1.15)"
+	uaNetNewsWire = "NetNewsWire (RSS Reader; https://netnewswire.com/)"
+)
 
 // monitorRequest is what a monitor or previewer sends: its User-Agent,
 // Accept */*, over HTTP/2, from its stack.
@@ -165,9 +190,120 @@ func TestListsDocumented(t *testing.T) {
 	for _, r := range p.Rules() {
 		got = append(got, r.Name)
 	}
-	for _, want := range []string{"uptimerobot", "mastodon", "synapse", "signal-whatsapp", "thunderbird", "monitor-impostor", "previewer-impostor", "client-impostor", "unverified-ccbot"} {
+	for _, want := range []string{"uptimerobot", "mastodon", "synapse", "signal-whatsapp", "thunderbird", "monitor-impostor", "previewer-impostor", "client-impostor", "unverified-ccbot",
+		"feed-readers", "feed-readers-apple", "feed-reader-impostor", "go-health-checkers", "cloud-health-checkers"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("default policy lacks rule %s", want)
+		}
+	}
+}
+
+// tlsStack is a JA4 and the client family tlsfp's known-client table gives
+// it ("" when the table does not know it), as the edge hands both to the
+// policy. The edge's TestFeedReaderExplain checks the pairing through
+// the real table.
+type tlsStack struct{ name, ja4, family string }
+
+var (
+	// Chrome as FoxIO's captures show it (/work/shared/ja4:
+	// browsers-x509.pcapng, tls-handshake.pcapng).
+	stackChromeCapture  = tlsStack{"Chrome (capture)", "t13d1516h2_8daaf6152771_e5627efa2ab1", "chrome"}
+	stackChromeHeadless = tlsStack{"headless Chromium 156", "t13d1517h2_8daaf6152771_cb7bf5808d99", "chrome"}
+	stackFirefox        = tlsStack{"Firefox 120", "t13d1715h2_5b57614c22b0_5c2c66f702b0", "firefox"}
+	stackSafari         = tlsStack{"Safari 16", "t13d2014h2_a09f3c656075_14788d8d241b", "safari"}
+	// Apple's stack on macOS (FoxIO's macos_tcp_flags.pcap).
+	stackApple   = tlsStack{"Apple (capture)", "t13d2613h2_2802a3db6c62_845d286b0d67", "ios"}
+	stackGo      = tlsStack{"Go", "t13d1312h2_f57a46bbacb6_ab7e3b40a677", "go"}
+	stackPython  = tlsStack{"Python", "t13d181100_85036bcba153_d41ae481755e", "python"}
+	stackCurl    = tlsStack{"curl", "t13d3112h2_e8f1e7e78f70_b26ce05bbdd6", "curl"}
+	stackGnuTLS  = tlsStack{"GnuTLS", "t13d291300_723694b0fccc_2cc26d266019", "gnutls"}
+	stackJava    = tlsStack{"Java", "t13d3713h2_db35923f8641_7c76daad20ec", "java"}
+	stackUnknown = tlsStack{"unknown", "t13d1011h2_aaaaaaaaaaaa_bbbbbbbbbbbb", ""}
+)
+
+// feedReaderRequest is what a feed reader sends for path: its User-Agent,
+// an Accept, over HTTP/2 from stack.
+func feedReaderRequest(ua, path, accept string, stack tlsStack) *Request {
+	r := curlRequest(ua)
+	r.Path, r.RawQuery, _ = strings.Cut(path, "?")
+	r.Header.Set("Accept", accept)
+	r.JA4, r.ClientFamily = stack.ja4, stack.family
+	return r
+}
+
+// TestFeedReaderImpostors: a feed reader on its own TLS stack passes the
+// default policy without a challenge, on pages and on feeds, whatever the
+// feed's URL; the same User-Agent on a browser's TLS stack (a headless
+// Chrome that borrows "Feedly/1.0") is challenged on pages, is never
+// offered the no-JS wait, and gets feeds only at feed paths, which are
+// open to every client.
+func TestFeedReaderImpostors(t *testing.T) {
+	t.Parallel()
+	p := mustDefault(t)
+	browsers := []tlsStack{stackChromeCapture, stackChromeHeadless, stackFirefox, stackSafari}
+	tests := []struct {
+		name, ua, rule string
+		honest         tlsStack
+		browsers       []tlsStack
+	}{
+		{"Feedly", uaFeedly, "feed-readers", stackUnknown, browsers},
+		{"Miniflux", uaMiniflux, "feed-readers", stackGo, browsers},
+		{"NewsBlur", uaNewsBlur, "feed-readers", stackPython, browsers},
+		{"FreshRSS", "FreshRSS/1.23.1 (Linux; https://freshrss.org)", "feed-readers", stackCurl, browsers},
+		{"Liferea", "Liferea/1.12.6 (Linux; https://lzone.de/liferea/) AppleWebKit (KHTML, like Gecko)", "feed-readers", stackGnuTLS, browsers},
+		{"CommaFeed", "CommaFeed/4.6.0 (https://github.com/Athou/commafeed)", "feed-readers", stackJava, browsers},
+		// Apple's readers speak through Apple's stack, which Safari shares.
+		{"NetNewsWire", uaNetNewsWire, "feed-readers-apple", stackApple, []tlsStack{stackChromeCapture, stackChromeHeadless, stackFirefox}},
+	}
+	const html, rss = "text/html,application/xhtml+xml,*/*;q=0.8", "application/rss+xml, application/atom+xml;q=0.9, */*;q=0.8"
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := feedReaderRequest(tt.ua, "/blog/2024/hello", html, tt.honest)
+			if d := p.Evaluate(r); d.Action != ALLOW || d.Rule != tt.rule {
+				t.Errorf("a page on %s: %s %q, want ALLOW %q\n%s", tt.honest.name, d.Action, d.Rule, tt.rule, p.Explain(r))
+			}
+			for _, path := range []string{"/feed.xml", "/?feed=rss2", "/feeds/posts/default"} {
+				r := feedReaderRequest(tt.ua, path, rss, tt.honest)
+				if d := p.Evaluate(r); d.Action != ALLOW {
+					t.Errorf("feed %s on %s: %s %q, want ALLOW\n%s", path, tt.honest.name, d.Action, d.Rule, p.Explain(r))
+				}
+			}
+			for _, b := range tt.browsers {
+				r := feedReaderRequest(tt.ua, "/blog/2024/hello", html, b)
+				d := p.Evaluate(r)
+				if d.Action != CHALLENGE {
+					t.Errorf("a page on %s's TLS: %s %q, want CHALLENGE\n%s", b.name, d.Action, d.Rule, p.Explain(r))
+				}
+				if d.BrowserAgrees {
+					t.Errorf("a page on %s's TLS: BrowserAgrees; the no-JS wait would be offered to an impostor", b.name)
+				}
+				// The Accept of a feed opens no page to a browser's stack.
+				r = feedReaderRequest(tt.ua, "/?feed=rss2", rss, b)
+				if d := p.Evaluate(r); d.Action != CHALLENGE {
+					t.Errorf("Accept: rss on %s's TLS: %s %q, want CHALLENGE\n%s", b.name, d.Action, d.Rule, p.Explain(r))
+				}
+				r = feedReaderRequest(tt.ua, "/feed.xml", rss, b)
+				if d := p.Evaluate(r); d.Action != ALLOW || d.Rule != "feed-path" {
+					t.Errorf("/feed.xml on %s's TLS: %s %q, want ALLOW feed-path", b.name, d.Action, d.Rule)
+				}
+			}
+		})
+	}
+}
+
+// TestPageSpeedChromiumIsABrowser: Pingdom's page speed check runs
+// Chromium, and on Chrome's TLS stack its name cannot be told from a
+// headless Chrome's borrowing it: it is weighed and challenged as a
+// browser, like any Chromium.
+func TestPageSpeedChromiumIsABrowser(t *testing.T) {
+	t.Parallel()
+	p := mustDefault(t)
+	const ua = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/129.0.0.0 Safari/537.36 PingdomPageSpeed/1.0 (pingbot/2.0; +http://www.pingdom.com/)"
+	for _, s := range []tlsStack{stackChromeCapture, stackChromeHeadless} {
+		r := feedReaderRequest(ua, "/", "text/html", s)
+		if d := p.Evaluate(r); d.Action != CHALLENGE {
+			t.Errorf("%s: %s %q, want CHALLENGE\n%s", s.name, d.Action, d.Rule, p.Explain(r))
 		}
 	}
 }

@@ -1,0 +1,290 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// rawTLSExchange writes raw request bytes to the edge over TLS (HTTP/1.1)
+// and returns one response with its body.
+func rawTLSExchange(t *testing.T, e *testEdge, raw string) (*http.Response, string) {
+	t.Helper()
+	c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
+}
+
+// TestPolicySeesNormalizedPath: a path_regex DENY on ^/secret/ holds for
+// every spelling of the path, over HTTP/1.1 and HTTP/2 (whose :path the
+// client sends as it likes), and the upstream gets the one normalized path
+// of what passes.
+func TestPolicySeesNormalizedPath(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte("bots:\n  - {name: no-secret, path_regex: ^/secret/, action: DENY}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := startEdge(t, "policy: "+pol+"\nsites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
+	spellings := []string{"/DIR/TAG", "//DIR/TAG", "/x/../DIR/TAG", "/./DIR/TAG", "///DIR//TAG", "/%2e/DIR/TAG", "/ENC/TAG"}
+	encoded := map[string]string{"secret": "%73ecret", "public": "%70ublic"}
+	send := map[string]func(t *testing.T, path string) (int, string, string){
+		"h1": func(t *testing.T, path string) (int, string, string) {
+			res, body := rawTLSExchange(t, e, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n")
+			return res.StatusCode, res.Header.Get("Maat-Mitigated"), body
+		},
+		"h2": func(t *testing.T, path string) (int, string, string) {
+			res, body := chromeRoundTrip(t, e, path, chromeHeaders, "")
+			return res.StatusCode, res.Header.Get("Maat-Mitigated"), body
+		},
+	}
+	var want []string // request lines the upstream must get
+	for _, proto := range []string{"h1", "h2"} {
+		for i, sp := range spellings {
+			for _, dir := range []string{"secret", "public"} {
+				tag := fmt.Sprintf("%s-%d", proto, i)
+				path := strings.NewReplacer("DIR", dir, "ENC", encoded[dir], "TAG", tag).Replace(sp)
+				status, mitigated, body := send[proto](t, path)
+				switch dir {
+				case "secret":
+					if status != http.StatusForbidden || mitigated != "deny" || !strings.Contains(body, "no-secret") {
+						t.Errorf("%s %s: %d %q, want the policy's deny (no-secret)", proto, path, status, mitigated)
+					}
+				case "public":
+					if status != http.StatusOK {
+						t.Errorf("%s %s: %d, want 200", proto, path, status)
+					}
+					want = append(want, "GET /public/"+tag+" HTTP/1.1")
+				}
+			}
+		}
+	}
+	var got []string
+	for _, head := range up.heads() {
+		got = append(got, requestLine(head))
+		if strings.Contains(head, "secret") {
+			t.Errorf("a denied path reached the upstream:\n%s", head)
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the upstream got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestFailoverThroughEdge: with the first of two upstream addresses down
+// (a refused connection), a base path, a header rule and a trusted proxy,
+// the request retried on the second address is, over HTTP/1.1 and HTTP/2,
+// the request a first try sends: the base path once, the added header
+// once, one X-Forwarded-For with the peer appended once.
+func TestFailoverThroughEdge(t *testing.T) {
+	t.Parallel()
+	for _, proto := range []string{"h1", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			t.Parallel()
+			up := newRawUpstream(t)
+			e := startEdge(t, fmt.Sprintf(`trusted_proxies: [127.0.0.0/8]
+sites:
+  - hosts: [localhost]
+    compress: false
+    upstream: [http://%s/base, %s/base]
+    headers: { request: { add: { X-Added: one } } }
+`, deadAddr(t), up.URL))
+			dead := e.Handler().sites.lookup("localhost").routes[0].pool.targets[0]
+			c := e.client(t, proto)
+			for i := range 2 { // the first meets the dead address; the second goes straight on
+				res, _ := get(t, c, e.url("/x?q=1"), "User-Agent", "curl/8.5.0", "X-Forwarded-For", "203.0.113.9")
+				if res.StatusCode != http.StatusOK {
+					t.Fatalf("request %d: %d", i, res.StatusCode)
+				}
+				if i == 0 && dead.downUntil.Load() == 0 {
+					t.Fatal("the first request did not try the dead address: no failover to test")
+				}
+			}
+			heads := up.heads()
+			if len(heads) != 2 {
+				t.Fatalf("the live upstream got %d requests", len(heads))
+			}
+			for _, head := range heads {
+				if line := requestLine(head); line != "GET /base/x?q=1 HTTP/1.1" {
+					t.Errorf("request line %q", line)
+				}
+				if n := strings.Count(head, "X-Added: one\r\n"); n != 1 {
+					t.Errorf("X-Added appears %d times:\n%s", n, head)
+				}
+				if n := strings.Count(head, "X-Forwarded-For:"); n != 1 || !strings.Contains(head, "X-Forwarded-For: 203.0.113.9, 127.0.0.1\r\n") {
+					t.Errorf("X-Forwarded-For:\n%s", head)
+				}
+			}
+			if stripID(heads[0]) != stripID(heads[1]) {
+				t.Errorf("the retried request differs from a first try:\n%s\n%s", heads[0], heads[1])
+			}
+		})
+	}
+}
+
+// TestHTTP2ResetIsTheClients: an HTTP/2 client that resets its stream
+// halfway through a body being streamed to the upstream is logged 499 and
+// counted as the client's, with no upstream_failed warning; an HTTP/1.1
+// chunk size "0x5" is the client's 400, not a 502.
+func TestHTTP2ResetIsTheClients(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{}, 1)
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/reset-mid-body" {
+			entered <- struct{}{}
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+	})
+	fp := filepath.Join(t.TempDir(), "fp.jsonl")
+	var logs syncBuffer
+	e := startEdgeLog(t, "log: {fingerprints: "+fp+"}\nsites: [{hosts: [localhost], upstream: "+up+"}]\n", &logs)
+	m := e.Server.metrics
+
+	conn, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2 := newH2Client(t, conn)
+	h2.headers(1, "POST", "/reset-mid-body", false)
+	// Past the 16 KiB the edge reads before it asks the upstream: the body
+	// is then streamed.
+	for range 2 {
+		h2.mu.Lock()
+		err = h2.WriteData(1, false, bytes.Repeat([]byte("b"), 16000))
+		h2.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the body never reached the upstream")
+	}
+	if err := h2.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+		t.Fatal(err)
+	}
+	if l := waitLine(t, fp, "/reset-mid-body"); l["status"] != float64(499) {
+		t.Errorf("a reset stream: logged status %v, want 499", l["status"])
+	}
+
+	res, _ := rawTLSExchange(t, e, "POST /hex-chunk HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+		"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n")
+	if res.StatusCode != http.StatusBadRequest {
+		t.Errorf("chunk size 0x5: %d, want 400", res.StatusCode)
+	}
+	if l := waitLine(t, fp, "/hex-chunk"); l["status"] != float64(400) {
+		t.Errorf("chunk size 0x5: logged status %v, want 400", l["status"])
+	}
+
+	if strings.Contains(logs.String(), "upstream_failed") {
+		t.Errorf("a client's failure was logged as the upstream's:\n%s", logs.String())
+	}
+	if n := seriesCount(m.upErrors); n != 0 {
+		t.Errorf("%d upstream error series; client errors were blamed on the upstream", n)
+	}
+	if v := counterValue(m.clientErrors.WithLabelValues("localhost", "client_gone")); v != 1 {
+		t.Errorf("client errors (gone) = %v, want 1", v)
+	}
+	if v := counterValue(m.clientErrors.WithLabelValues("localhost", "bad_request_body")); v != 1 {
+		t.Errorf("client errors (bad body) = %v, want 1", v)
+	}
+}
+
+// rangeHeader asks for n one-byte ranges that neither overlap nor touch:
+// bytes 0, 2, 4, …
+func rangeHeader(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("%d-%d", 2*i, 2*i)
+	}
+	return "bytes=" + strings.Join(parts, ",")
+}
+
+// TestRangesCappedThroughEdge: with the default limit (100 ranges), a
+// request for 100 ranges gets its 100 parts, from an upstream and from a
+// static root, over HTTP/1.1 and HTTP/2; one for 101 gets the whole
+// representation (200), as Apache answers past MaxRanges.
+func TestRangesCappedThroughEdge(t *testing.T) {
+	t.Parallel()
+	content := make([]byte, 1000)
+	for i := range content {
+		content[i] = byte('a' + i%26)
+	}
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		http.ServeContent(w, r, "data.txt", time.Unix(1e9, 0), bytes.NewReader(content))
+	})
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "data.txt"), content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up+", compress: false, routes: [{path: /files/, root: "+root+", strip_prefix: true}]}]\n")
+	for _, proto := range []string{"h1", "h2"} {
+		c := e.client(t, proto)
+		for _, path := range []string{"/data.txt", "/files/data.txt"} {
+			res, body := get(t, c, e.url(path), "Range", rangeHeader(100))
+			if res.StatusCode != http.StatusPartialContent {
+				t.Errorf("%s %s, 100 ranges: %d, want 206", proto, path, res.StatusCode)
+			} else if n := countParts(t, res, body); n != 100 {
+				t.Errorf("%s %s, 100 ranges: %d parts", proto, path, n)
+			}
+			res, body = get(t, c, e.url(path), "Range", rangeHeader(101))
+			if res.StatusCode != http.StatusOK || body != string(content) {
+				t.Errorf("%s %s, 101 ranges: %d, %d bytes; want 200 and the whole", proto, path, res.StatusCode, len(body))
+			}
+		}
+	}
+}
+
+// countParts counts the parts of a multipart/byteranges answer, checking
+// that part i holds byte 2i.
+func countParts(t *testing.T, res *http.Response, body string) int {
+	t.Helper()
+	mt, params, err := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/byteranges" {
+		t.Fatalf("Content-Type %q", res.Header.Get("Content-Type"))
+	}
+	mr := multipart.NewReader(strings.NewReader(body), params["boundary"])
+	n := 0
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return n
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(p)
+		if want := fmt.Sprintf("bytes %d-%d/1000", 2*n, 2*n); p.Header.Get("Content-Range") != want || len(b) != 1 || b[0] != byte('a'+(2*n)%26) {
+			t.Fatalf("part %d: %q %q", n, p.Header.Get("Content-Range"), b)
+		}
+		n++
+	}
+}
