@@ -20,6 +20,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // gatedUpstream holds every request until release is closed, and counts the
@@ -759,5 +760,62 @@ func TestUpstreamConnectionsCappedOverBothClients(t *testing.T) {
 	// the close: the connections it holds come down to the cap.
 	if !waitFor(t, 5*time.Second, func() bool { return open.Load() <= 2 }) {
 		t.Errorf("the upstream holds %d connections (%d at most), want at most upstream_conns (2)", open.Load(), most.Load())
+	}
+}
+
+// TestH2FramesCapped: the edge reads HTTP/2 frames of at most 16 KiB (it
+// says so in its SETTINGS), and a larger one ends the connection with
+// FRAME_SIZE_ERROR: no connection grows its read buffer to 1 MiB, x/net's
+// default, and keeps it while it lives.
+func TestH2FramesCapped(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, "policy: \"\"\nsites: [{hosts: [localhost], upstream: \"http://127.0.0.1:9\"}]\n")
+	c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	fr.AllowIllegalWrites = true
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var advertised uint32
+	for advertised == 0 {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sf, ok := f.(*http2.SettingsFrame); ok && !sf.IsAck() {
+			v, _ := sf.Value(http2.SettingMaxFrameSize)
+			advertised = max(v, 1)
+			_ = fr.WriteSettingsAck()
+		}
+	}
+	if advertised != 16<<10 {
+		t.Errorf("SETTINGS_MAX_FRAME_SIZE %d, want 16384", advertised)
+	}
+	var buf bytes.Buffer
+	enc := hpack.NewEncoder(&buf)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", "localhost"}, {":path", "/up"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: buf.Bytes(), EndHeaders: true})
+	_ = fr.WriteData(1, false, make([]byte, 16<<10+1))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the connection ended without a GOAWAY (%v)", err)
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			if ga.ErrCode != http2.ErrCodeFrameSize {
+				t.Errorf("GOAWAY %v, want FRAME_SIZE_ERROR", ga.ErrCode)
+			}
+			return
+		}
 	}
 }

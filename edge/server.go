@@ -194,13 +194,21 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 		ConnContext:       connContext,
 		ConnState:         s.connState,
 	}
-	s.h2 = &http2.Server{IdleTimeout: t.Idle.D(), MaxConcurrentStreams: uint32(cfg.Limits.H2Streams)}
+	// Frames of at most 16 KiB, the protocol's least (RFC 9113, section
+	// 4.2), as nginx: x/net would take 1 MiB, and the buffer a connection
+	// reads a frame into keeps the size of the largest it met, for as long
+	// as the connection lives.
+	s.h2 = &http2.Server{IdleTimeout: t.Idle.D(), MaxConcurrentStreams: uint32(cfg.Limits.H2Streams),
+		MaxReadFrameSize: h2MaxFrame}
 	if err := http2.ConfigureServer(s.h1, s.h2); err != nil { // graceful GOAWAY on Shutdown
 		h.Close()
 		return nil, fmt.Errorf("edge: http2: %w", err)
 	}
 	return s, nil
 }
+
+// h2MaxFrame is the largest HTTP/2 frame the edge reads.
+const h2MaxFrame = 16 << 10
 
 func certsConfig(cfg *Config) certs.Config {
 	c := certs.Config{
