@@ -102,7 +102,8 @@ func TestBinaryHasNoTestDependencies(t *testing.T) {
 	t.Parallel()
 	for _, dep := range strings.Fields(string(goList(t, "-deps", "./cmd/edge"))) {
 		if strings.Contains(dep, "refraction-networking/utls") || strings.HasPrefix(dep, module+"/internal/test") ||
-			strings.Contains(dep, "chromedp") || strings.Contains(dep, "letsencrypt/pebble") {
+			strings.Contains(dep, "chromedp") || strings.Contains(dep, "letsencrypt/pebble") ||
+			strings.Contains(dep, "summerwind/h2spec") || strings.Contains(dep, "goreleaser/nfpm") {
 			t.Errorf("the edge binary depends on %s", dep)
 		}
 	}
