@@ -3,11 +3,15 @@ package edge
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -15,22 +19,190 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/maatproxy/maat/geo"
 )
 
 // newTestHandler builds a Handler from a configuration's sites (YAML),
 // standing alone (zero Env), closed when the test ends.
 func newTestHandler(t testing.TB, yamlText string) *Handler {
 	t.Helper()
+	return newTestHandlerEnv(t, yamlText, Env{})
+}
+
+// newTestHandlerEnv is newTestHandler with what the Handler is given. As
+// New does for a Server, it opens the fingerprint log (log.fingerprints) and
+// the geo databases (geo:) the configuration names, unless env has them.
+func newTestHandlerEnv(t testing.TB, yamlText string, env Env) *Handler {
+	t.Helper()
 	cfg, err := ParseConfig("test.yaml", []byte("tls: { mode: self-signed, cache: \"\" }\n"+yamlText))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	h, err := NewHandler(cfg, Env{})
+	if env.FPLog == nil && cfg.Log.Fingerprints != "" {
+		w, err := newFPLog(&cfg, randomBytes(32))
+		if err != nil {
+			t.Fatalf("fingerprint log: %v", err)
+		}
+		t.Cleanup(func() { _ = w.Close() }) // after the Handler's: LIFO
+		env.FPLog = w
+	}
+	if env.Geo == nil && cfg.Geo != (GeoConfig{}) {
+		if env.Geo, err = geo.Open(geo.Config{ASNDB: cfg.Geo.ASNDB, CountryDB: cfg.Geo.CountryDB}); err != nil {
+			t.Fatalf("geo: %v", err)
+		}
+	}
+	h, err := NewHandler(cfg, env)
 	if err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}
 	t.Cleanup(h.Close)
 	return h
+}
+
+// handlerClient returns an HTTP client whose requests h serves in memory,
+// without a socket, as the Server hands requests to its Handler: over TLS,
+// from 127.0.0.1, in proto ("h1", "h2" or "h3"; the request's Proto and
+// ALPN say which). Responses stream: a body arrives as the Handler writes
+// and flushes it, and closing it is the client going away. Redirects are
+// not followed.
+func handlerClient(h http.Handler, proto string) *http.Client {
+	ht := &handlerTransport{h: h, alpn: proto}
+	switch proto {
+	case "h1":
+		ht.proto, ht.major, ht.alpn, ht.ua = "HTTP/1.1", 1, "http/1.1", "Go-http-client/1.1"
+	case "h2":
+		ht.proto, ht.major, ht.ua = "HTTP/2.0", 2, "Go-http-client/2.0"
+	case "h3":
+		ht.proto, ht.major, ht.ua = "HTTP/3.0", 3, "quic-go HTTP/3"
+	default:
+		panic("handlerClient: unknown protocol " + proto)
+	}
+	return &http.Client{Transport: ht, Timeout: 20 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// handlerURL is the URL of path on the site the handler tests serve.
+func handlerURL(path string) string { return "https://localhost" + path }
+
+// handlerTransport is handlerClient's RoundTripper.
+type handlerTransport struct {
+	h               http.Handler
+	proto, alpn, ua string
+	major           int
+}
+
+func (ht *handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	r := req.Clone(ctx)
+	r.RequestURI = req.URL.RequestURI()
+	u, err := url.ParseRequestURI(r.RequestURI)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	r.URL = u
+	if r.Host == "" {
+		r.Host = req.URL.Host
+	}
+	r.Proto, r.ProtoMajor, r.ProtoMinor = ht.proto, ht.major, 0
+	if ht.major == 1 {
+		r.ProtoMinor = 1
+	}
+	r.RemoteAddr = "127.0.0.1:40000"
+	r.TLS = &tls.ConnectionState{Version: tls.VersionTLS13, HandshakeComplete: true, ServerName: "localhost", NegotiatedProtocol: ht.alpn}
+	if _, ok := r.Header["User-Agent"]; !ok {
+		r.Header.Set("User-Agent", ht.ua)
+	}
+	if r.Body == nil {
+		r.Body = http.NoBody
+	}
+	w := newStreamWriter()
+	go func() {
+		defer cancel() // as a server ends a request's context when its handler returns
+		defer w.finish()
+		ht.h.ServeHTTP(w, r)
+	}()
+	<-w.headSent
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", w.status, http.StatusText(w.status)), StatusCode: w.status,
+		Proto: ht.proto, ProtoMajor: ht.major, ProtoMinor: r.ProtoMinor,
+		Header: w.sent, Body: &streamBody{PipeReader: w.pr, cancel: cancel}, ContentLength: -1, Request: req,
+	}, nil
+}
+
+// streamWriter is a ResponseWriter whose body a client reads as it is
+// written (an io.Pipe: a write waits for the reader). It can flush, not
+// hijack.
+type streamWriter struct {
+	hdr      http.Header
+	sent     http.Header // a copy of hdr when the head was sent
+	status   int
+	headSent chan struct{}
+	pr       *io.PipeReader
+	pw       *io.PipeWriter
+}
+
+func newStreamWriter() *streamWriter {
+	pr, pw := io.Pipe()
+	return &streamWriter{hdr: http.Header{}, headSent: make(chan struct{}), pr: pr, pw: pw}
+}
+
+func (w *streamWriter) Header() http.Header { return w.hdr }
+
+// WriteHeader sends the head; informational (1xx) heads are dropped.
+func (w *streamWriter) WriteHeader(code int) {
+	if w.sent != nil || code < 200 {
+		return
+	}
+	w.status, w.sent = code, w.hdr.Clone()
+	close(w.headSent)
+}
+
+// Write sends body bytes; like net/http, the first one sniffs a
+// Content-Type the handler did not set.
+func (w *streamWriter) Write(p []byte) (int, error) {
+	if w.sent == nil {
+		if _, ok := w.hdr["Content-Type"]; !ok && len(p) > 0 && w.hdr.Get("Content-Encoding") == "" {
+			w.hdr.Set("Content-Type", http.DetectContentType(p))
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.pw.Write(p)
+}
+
+func (w *streamWriter) Flush() { w.WriteHeader(http.StatusOK) }
+
+// finish ends the response when the handler has returned.
+func (w *streamWriter) finish() {
+	w.WriteHeader(http.StatusOK)
+	_ = w.pw.Close()
+}
+
+// streamBody is a streamed response's body; closing it before the end is
+// the client going away: the handler's writes fail and its context ends.
+type streamBody struct {
+	*io.PipeReader
+	cancel context.CancelFunc
+}
+
+func (b *streamBody) Close() error {
+	b.cancel()
+	return b.PipeReader.Close()
+}
+
+// tlsRequest reads raw (request line and header fields, and a body) as the
+// Server's HTTP/1.1 listener hands a request over TLS to its Handler, from
+// 127.0.0.1.
+func tlsRequest(t testing.TB, raw string) *http.Request {
+	t.Helper()
+	r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+	if err != nil {
+		t.Fatalf("bad test request %q: %v", raw, err)
+	}
+	r.RemoteAddr = "127.0.0.1:40000"
+	r.TLS = &tls.ConnectionState{Version: tls.VersionTLS13, HandshakeComplete: true, ServerName: "localhost", NegotiatedProtocol: "http/1.1"}
+	return r
 }
 
 // serveRaw sends one request, written as it would arrive on the wire
