@@ -315,31 +315,6 @@ func fpLines(t *testing.T, file string) []fpLine {
 	return out
 }
 
-// TestPolicyStatusCodes: a policy's Anubis-style status_codes set the
-// status of challenge and deny pages; Maat-Mitigated still marks them.
-func TestPolicyStatusCodes(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	pol := dir + "/policy.yaml"
-	if err := os.WriteFile(pol, []byte(`bots:
-  - {name: no-gpt, user_agent_regex: GPTBot, action: DENY}
-  - {name: everyone, path_regex: ., action: CHALLENGE}
-status_codes: {CHALLENGE: 200, DENY: 410}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e, _ := startChallengeEdge(t, "policy: "+pol+"\n")
-	c := e.client(t, "h2")
-	res, _ := get(t, c, e.url("/x"), "User-Agent", gptUA)
-	if res.StatusCode != 410 || res.Header.Get("Maat-Mitigated") != "deny" {
-		t.Errorf("deny: %d %q, want 410 deny", res.StatusCode, res.Header.Get("Maat-Mitigated"))
-	}
-	res, _ = get(t, c, e.url("/x"), "User-Agent", chromeUA, "Sec-Fetch-Mode", "navigate", "Accept", "text/html")
-	if res.StatusCode != 200 || res.Header.Get("Maat-Mitigated") != "challenge" {
-		t.Errorf("challenge: %d %q, want 200 challenge", res.StatusCode, res.Header.Get("Maat-Mitigated"))
-	}
-}
-
 // TestHonestAutomationPasses: monitors, link previewers and feed readers
 // reach the site under the default policy by their real User-Agents; one
 // that borrows a monitor's name over a browser's TLS stack does not.
