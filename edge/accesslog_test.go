@@ -18,11 +18,11 @@ func TestAccessLogCombined(t *testing.T) {
 	t.Parallel()
 	up := echoUpstream(t, "a")
 	file := filepath.Join(t.TempDir(), "access.log")
-	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", access_log: {path: "+file+"}}]\n")
-	c := e.client(t, "h1")
-	get(t, c, e.url("/a?x=1"), "User-Agent", "plain/1.0", "Referer", "https://ref.example/")
-	get(t, c, e.url("/b"), "User-Agent", `evil "agent" \ with quotes`)
-	get(t, e.client(t, "h2"), e.url("/missing/.maat-not"), "User-Agent", "h2client")
+	h := newTestHandler(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", access_log: {path: "+file+"}}]\n")
+	c := handlerClient(h, "h1")
+	get(t, c, handlerURL("/a?x=1"), "User-Agent", "plain/1.0", "Referer", "https://ref.example/")
+	get(t, c, handlerURL("/b"), "User-Agent", `evil "agent" \ with quotes`)
+	get(t, handlerClient(h, "h2"), handlerURL("/missing/.maat-not"), "User-Agent", "h2client")
 
 	var lines []string
 	deadline := time.Now().Add(10 * time.Second)

@@ -14,7 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-func TestCompressionThroughEdge(t *testing.T) {
+func TestCompression(t *testing.T) {
 	t.Parallel()
 	text := bytes.Repeat([]byte("All work and no play makes Jack a dull boy.\n"), 1500) // 64 KiB
 	next := make(chan struct{})
@@ -42,11 +42,11 @@ func TestCompressionThroughEdge(t *testing.T) {
 			}
 		}
 	})
-	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up+"}, {hosts: [plain.localhost], upstream: "+up+", compress: false}]\n")
-	c := e.client(t, "h2")
+	h := newTestHandler(t, "sites: [{hosts: [localhost], upstream: "+up+"}, {hosts: [plain.localhost], upstream: "+up+", compress: false}]\n")
+	c := handlerClient(h, "h2")
 	fetch := func(host, path, accept string) (*http.Response, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", e.url(path), nil)
+		req, _ := http.NewRequest("GET", handlerURL(path), nil)
 		req.Host = host
 		req.Header.Set("Accept-Encoding", accept)
 		res, err := c.Do(req)
@@ -93,7 +93,7 @@ func TestCompressionThroughEdge(t *testing.T) {
 		}
 	}
 	// SSE through compression still arrives event by event.
-	req, _ := http.NewRequest("GET", e.url("/events"), nil)
+	req, _ := http.NewRequest("GET", handlerURL("/events"), nil)
 	req.Host = "localhost"
 	req.Header.Set("Accept-Encoding", "gzip")
 	res, err := c.Do(req)

@@ -15,7 +15,7 @@ func TestSiteFeatures(t *testing.T) {
 	t.Parallel()
 	up := echoUpstream(t, "a")
 	hash, _ := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
-	e := startEdge(t, fmt.Sprintf(`
+	h := newTestHandlerEnv(t, fmt.Sprintf(`
 sites:
   - hosts: [localhost, www.localhost]
     canonical: localhost
@@ -38,11 +38,11 @@ sites:
   - hosts: [down.localhost]
     upstream: %[1]s
     maintenance: true
-`, up.URL, hash))
-	c := e.client(t, "h2")
+`, up.URL, hash), Env{HTTPSPort: "8443"})
+	c := handlerClient(h, "h2")
 	do := func(method, host, path string, hdr ...string) (*http.Response, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, e.url(path), nil)
+		req, _ := http.NewRequest(method, handlerURL(path), nil)
 		req.Host = host
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
@@ -56,7 +56,7 @@ sites:
 		_, _ = fmt.Fprint(&b, readAll(res))
 		return res, b.String()
 	}
-	p := port(e.Addrs().HTTPS)
+	p := "8443"
 
 	t.Run("canonical host", func(t *testing.T) {
 		res, _ := do("GET", "www.localhost", "/a?b=1")
@@ -93,25 +93,15 @@ sites:
 			t.Errorf("response rules: %v", res.Header)
 		}
 		_ = body
-		// HTTPS only: port 80 redirects without it.
-		req, _ := http.NewRequest("GET", "http://"+e.Addrs().HTTP+"/h", nil)
-		req.Host = "localhost"
-		plain := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		res2, err := plain.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res2.Body.Close()
-		if res2.StatusCode != 301 || res2.Header.Get("Strict-Transport-Security") != "" {
-			t.Errorf("port 80: %d, HSTS %q", res2.StatusCode, res2.Header.Get("Strict-Transport-Security"))
-		}
+		// HTTPS only: TestPort80RedirectsAndAdmin checks that port 80's
+		// redirect goes without it.
 	})
 	t.Run("basic auth after policy", func(t *testing.T) {
 		res, _ := do("GET", "localhost", "/private/x")
 		if res.StatusCode != 401 || !strings.Contains(res.Header.Get("WWW-Authenticate"), `realm="Staff only"`) {
 			t.Errorf("no credentials: %d %q", res.StatusCode, res.Header.Get("WWW-Authenticate"))
 		}
-		req, _ := http.NewRequest("GET", e.url("/private/x"), nil)
+		req, _ := http.NewRequest("GET", handlerURL("/private/x"), nil)
 		req.Host = "localhost"
 		req.SetBasicAuth("alice", "wrong")
 		if res, err := c.Do(req); err != nil || res.StatusCode != 401 {
@@ -144,8 +134,8 @@ func TestHeaderRulesReachUpstream(t *testing.T) {
 	t.Parallel()
 	got := make(chan http.Header, 1)
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() })
-	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up+", headers: {request: {set: {X-Site: one}, add: {X-Multi: b}, remove: [Cookie]}}}]\n")
-	get(t, e.client(t, "h1"), e.url("/"), "Cookie", "a=b", "X-Multi", "a")
+	hd := newTestHandler(t, "sites: [{hosts: [localhost], upstream: "+up+", headers: {request: {set: {X-Site: one}, add: {X-Multi: b}, remove: [Cookie]}}}]\n")
+	get(t, handlerClient(hd, "h1"), handlerURL("/"), "Cookie", "a=b", "X-Multi", "a")
 	h := <-got
 	if h.Get("X-Site") != "one" || h.Get("Cookie") != "" || strings.Join(h.Values("X-Multi"), ",") != "a,b" {
 		t.Errorf("upstream saw %v", h)
@@ -167,9 +157,9 @@ func TestOperatorPages(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "brand.html"), []byte(`{{define "brand"}}<p class="brand">ACME Wiki</p>{{end}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := startEdge(t, "challenge: {template_dir: "+dir+", contact: wiki-admin@acme.test, policy_url: /about/bots}\n"+
+	h := newTestHandler(t, "challenge: {template_dir: "+dir+", contact: wiki-admin@acme.test, policy_url: /about/bots}\n"+
 		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
-	res, body := get(t, e.client(t, "h2"), e.url("/"), "User-Agent", gptUA, "Accept", "text/html", "Sec-Fetch-Mode", "navigate")
+	res, body := get(t, handlerClient(h, "h2"), handlerURL("/"), "User-Agent", gptUA, "Accept", "text/html", "Sec-Fetch-Mode", "navigate")
 	if res.StatusCode != 403 {
 		t.Fatalf("GPTBot: %d", res.StatusCode)
 	}

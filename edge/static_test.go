@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// TestStaticRoutes serves files from root: routes through the edge: the
+// TestStaticRoutes serves files from root: routes: the
 // prefix is taken off, conditionals, ranges and precompressed siblings work,
 // and nothing outside the root is reachable.
 func TestStaticRoutes(t *testing.T) {
@@ -43,13 +43,13 @@ func TestStaticRoutes(t *testing.T) {
 	must(os.MkdirAll(filepath.Join(www, "site"), 0o755))
 	must(os.WriteFile(filepath.Join(www, "site", "a.txt"), []byte("whole path"), 0o644))
 	must(os.WriteFile(filepath.Join(www, "missing.html"), []byte("<h1>not here</h1>"), 0o644))
-	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", security_headers: true, routes: ["+
+	h := newTestHandler(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", security_headers: true, routes: ["+
 		"{path: /docs/, root: "+root+", strip_prefix: true},"+
 		"{path: /site/, root: "+www+", errors: {404: /missing.html}}]}]\n")
-	c := e.client(t, "h2")
+	c := handlerClient(h, "h2")
 	do := func(path string, hdr ...string) (*http.Response, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", e.url(path), nil)
+		req, _ := http.NewRequest("GET", handlerURL(path), nil)
 		req.Host = "localhost"
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
