@@ -48,11 +48,11 @@ func countryRecord(code string) mmdbtype.Map {
 	return mmdbtype.Map{"country": mmdbtype.Map{"iso_code": mmdbtype.String(code)}}
 }
 
-// TestGeoThroughEdge: with local GeoLite2-style databases, the policy's
+// TestGeo: with local GeoLite2-style databases, the policy's
 // asns:, geoip: and CEL asn/country rules decide on the client's network,
 // the fingerprint log carries asn, as_org and country, and a database
 // replaced while the edge serves is read again by itself.
-func TestGeoThroughEdge(t *testing.T) {
+func TestGeo(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	asnDB, countryDB := filepath.Join(dir, "asn.mmdb"), filepath.Join(dir, "country.mmdb")
@@ -69,14 +69,14 @@ func TestGeoThroughEdge(t *testing.T) {
 	}
 	up := echoUpstream(t, "site")
 	fp := filepath.Join(dir, "fp.jsonl")
-	e := startEdge(t, "geo: {asn_db: "+asnDB+", country_db: "+countryDB+"}\npolicy: "+pol+"\nlog: {fingerprints: "+fp+"}\n"+
+	h := newTestHandler(t, "geo: {asn_db: "+asnDB+", country_db: "+countryDB+"}\npolicy: "+pol+"\nlog: {fingerprints: "+fp+"}\n"+
 		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
-	c := e.client(t, "h2")
+	c := handlerClient(h, "h2")
 	for _, tt := range []struct {
 		path   string
 		status int
 	}{{"/asn", 403}, {"/country", 403}, {"/cel", 200}, {"/ok", 200}} {
-		if res, _ := get(t, c, e.url(tt.path), "User-Agent", "curl/8.5.0"); res.StatusCode != tt.status {
+		if res, _ := get(t, c, handlerURL(tt.path), "User-Agent", "curl/8.5.0"); res.StatusCode != tt.status {
 			t.Errorf("%s: %d, want %d", tt.path, res.StatusCode, tt.status)
 		}
 	}
@@ -93,10 +93,10 @@ func TestGeoThroughEdge(t *testing.T) {
 	// TestGeoReloadThroughServer).
 	writeMMDB(t, asnDB, "GeoLite2-ASN", asnRecord(64501, "Other Net"))
 	writeMMDB(t, countryDB, "GeoLite2-Country", countryRecord("FR"))
-	if err := e.Server.env.Geo.Reload(); err != nil {
+	if err := h.env.Geo.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := get(t, c, e.url("/cel"), "User-Agent", "curl/8.5.0"); res.StatusCode != 403 {
+	if res, _ := get(t, c, handlerURL("/cel"), "User-Agent", "curl/8.5.0"); res.StatusCode != 403 {
 		t.Errorf("after the replacement: %d, want 403 from the CEL rule", res.StatusCode)
 	}
 	// A corrupt replacement keeps the database loaded before.
@@ -106,10 +106,10 @@ func TestGeoThroughEdge(t *testing.T) {
 	if err := os.Rename(asnDB+".tmp", asnDB); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Server.env.Geo.Reload(); err == nil { // what SIGHUP does
+	if err := h.env.Geo.Reload(); err == nil { // what SIGHUP does
 		t.Error("a corrupt database reloaded without an error")
 	}
-	if res, _ := get(t, c, e.url("/cel"), "User-Agent", "curl/8.5.0"); res.StatusCode != 403 {
+	if res, _ := get(t, c, handlerURL("/cel"), "User-Agent", "curl/8.5.0"); res.StatusCode != 403 {
 		t.Errorf("after a corrupt replacement: %d, want the last good database to decide (403)", res.StatusCode)
 	}
 }
