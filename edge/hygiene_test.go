@@ -2,11 +2,14 @@ package edge
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -315,61 +318,87 @@ func stripID(head string) string {
 // upstream that is down does: nothing can listen on port 0.
 func deadAddr(testing.TB) string { return "127.0.0.1:0" }
 
-// TestHygieneThroughEdge sends the same attacks through a real edge over
-// HTTP/1.1 (raw TLS), HTTP/2 and HTTP/3.
-func TestHygieneThroughEdge(t *testing.T) {
-	t.Parallel()
-	up := newRawUpstream(t)
-	e := startEdge(t, hygieneSite(up.URL))
-	paths := []struct {
+// hygieneAttacks are paths that try to walk around basic auth and the
+// prefix redirect, and the status each must get.
+func hygieneAttacks() []struct {
+	path   string
+	status int
+} {
+	return []struct {
 		path   string
 		status int
 	}{
 		{"//admin/secret", 401}, {"/x/../admin/secret", 401}, {"/%2e/admin/secret", 401},
 		{"/old/%2Fevil.example", 400}, {"/old//evil.example", 301},
 	}
+}
+
+// checkHygieneUpstream fails t if a forged or upgrade header reached up.
+func checkHygieneUpstream(t *testing.T, up *rawUpstream) {
+	t.Helper()
+	for _, head := range up.heads() {
+		if strings.Contains(strings.ToLower(head), "x_maat") || strings.Contains(strings.ToLower(head), "upgrade") {
+			t.Errorf("the upstream saw:\n%s", head)
+		}
+	}
+}
+
+// TestHygieneOverProtocols sends the same attacks as HTTP/1.1 (raw) and
+// HTTP/2 requests reach the Handler; TestHygieneThroughEdge sends them
+// over HTTP/3 through a real edge.
+func TestHygieneOverProtocols(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	h := newTestHandler(t, hygieneSite(up.URL))
 	t.Run("h1", func(t *testing.T) {
-		t.Parallel()
-		for _, p := range paths {
-			res := rawTLSRequest(t, e, "GET "+p.path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
-				"Connection: Upgrade, close\r\nUpgrade: h2c\r\nX_Maat_Action: ALLOW\r\n\r\n")
-			if res.StatusCode != p.status {
-				t.Errorf("%s: %d, want %d", p.path, res.StatusCode, p.status)
+		for _, p := range hygieneAttacks() {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, tlsRequest(t, "GET "+p.path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+				"Connection: Upgrade, close\r\nUpgrade: h2c\r\nX_Maat_Action: ALLOW\r\n\r\n"))
+			if w.Code != p.status {
+				t.Errorf("%s: %d, want %d", p.path, w.Code, p.status)
 			}
-			if loc := res.Header.Get("Location"); strings.HasPrefix(loc, "//") {
+			if loc := w.Header().Get("Location"); strings.HasPrefix(loc, "//") {
 				t.Errorf("%s: Location %q", p.path, loc)
 			}
 		}
 	})
-	for _, proto := range []string{"h2", "h3"} {
-		t.Run(proto, func(t *testing.T) {
-			t.Parallel()
-			c := e.client(t, proto)
-			for _, p := range paths {
-				req, _ := http.NewRequest("GET", e.url("/"), nil)
-				req.URL.Path, _ = url.PathUnescape(p.path)
-				req.URL.RawPath = p.path // sent as is
-				req.Host = "localhost"
-				req.Header.Set("User-Agent", "curl/8.5.0")
-				req.Header.Set("X_Maat_Action", "ALLOW")
-				res, err := c.Do(req)
-				if err != nil {
-					t.Fatalf("%s: %v", p.path, err)
-				}
-				res.Body.Close()
-				if res.StatusCode != p.status {
-					t.Errorf("%s: %d, want %d", p.path, res.StatusCode, p.status)
-				}
-			}
-		})
-	}
-	t.Cleanup(func() {
-		for _, head := range up.heads() {
-			if strings.Contains(strings.ToLower(head), "x_maat") || strings.Contains(strings.ToLower(head), "upgrade") {
-				t.Errorf("the upstream saw:\n%s", head)
-			}
-		}
+	t.Run("h2", func(t *testing.T) {
+		hygieneOverClient(t, handlerClient(h, "h2"), handlerURL("/"))
 	})
+	checkHygieneUpstream(t, up)
+}
+
+// hygieneOverClient sends the attacks with c, to base's host, each path
+// as it is written.
+func hygieneOverClient(t *testing.T, c *http.Client, base string) {
+	t.Helper()
+	for _, p := range hygieneAttacks() {
+		req, _ := http.NewRequest("GET", base, nil)
+		req.URL.Path, _ = url.PathUnescape(p.path)
+		req.URL.RawPath = p.path // sent as is
+		req.Host = "localhost"
+		req.Header.Set("User-Agent", "curl/8.5.0")
+		req.Header.Set("X_Maat_Action", "ALLOW")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", p.path, err)
+		}
+		res.Body.Close()
+		if res.StatusCode != p.status {
+			t.Errorf("%s: %d, want %d", p.path, res.StatusCode, p.status)
+		}
+	}
+}
+
+// TestHygieneThroughEdge sends the attacks through a real edge over
+// HTTP/3, whose server hands the Handler its requests by its own path.
+func TestHygieneThroughEdge(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	e := startEdge(t, hygieneSite(up.URL))
+	hygieneOverClient(t, e.client(t, "h3"), e.url("/"))
+	checkHygieneUpstream(t, up)
 }
 
 // rawTLSRequest writes raw request bytes to the edge over TLS (HTTP/1.1)
@@ -399,24 +428,29 @@ func rawTLSRequest(t testing.TB, e *testEdge, raw string) *http.Response {
 func TestClientErrorsAreTheClients(t *testing.T) {
 	t.Parallel()
 	up := newRawUpstream(t)
-	e, fp := startLoggingEdge(t, up.URL)
-	m := e.Server.metrics
+	fp := filepath.Join(t.TempDir(), "fp.jsonl")
+	h := newTestHandler(t, "log: {fingerprints: "+fp+"}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	m := h.env.metrics
 
-	res := rawTLSRequest(t, e, "POST /chunks HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
-		"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\nzz\r\nxx\r\n0\r\n\r\n")
-	if res.StatusCode != http.StatusBadRequest {
-		t.Errorf("bad chunk size: %d, want 400", res.StatusCode)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, tlsRequest(t, "POST /chunks HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+		"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\nzz\r\nxx\r\n0\r\n\r\n"))
+	if w.Code != http.StatusBadRequest {
+		t.Errorf("bad chunk size: %d, want 400", w.Code)
 	}
 	if l := waitLine(t, fp, "/chunks"); l["status"] != float64(400) {
 		t.Errorf("logged status %v, want 400", l["status"])
 	}
 
-	c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.WriteString(c, "POST /gone HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 1000\r\n\r\nonly a few bytes")
-	_ = c.Close()
+	// The body ends, short of its Content-Length, where the client closed
+	// its connection; net/http's connection reader then ends the request's
+	// context as the read fails.
+	r := tlsRequest(t, "POST /gone HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 1000\r\n\r\nonly a few bytes")
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	r = r.WithContext(ctx)
+	r.Body = &goneBody{ReadCloser: r.Body, cancel: cancel}
+	h.ServeHTTP(httptest.NewRecorder(), r)
 	if l := waitLine(t, fp, "/gone"); l["status"] != float64(499) {
 		t.Errorf("a client that left: logged status %v, want 499", l["status"])
 	}
@@ -429,6 +463,21 @@ func TestClientErrorsAreTheClients(t *testing.T) {
 	if v := counterValue(m.clientErrors.WithLabelValues("localhost", "client_gone")); v != 1 {
 		t.Errorf("client errors (gone) = %v, want 1", v)
 	}
+}
+
+// goneBody is the body of a client whose connection closed: as net/http's
+// connection reader does, a failed read ends the request's context.
+type goneBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *goneBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.cancel()
+	}
+	return n, err
 }
 
 // TestHTTP1RequestsCarryTLS: over HTTP/1.1 as over HTTP/2 the request knows

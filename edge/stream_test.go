@@ -46,43 +46,67 @@ func TestWebsocketEcho(t *testing.T) {
 	}
 }
 
-func TestServerSentEventsStream(t *testing.T) {
-	t.Parallel()
-	next := make(chan struct{})
+// sseUpstream sends three events, each only after the client has read the
+// one before (the test says so on the returned channel).
+func sseUpstream(t *testing.T) (url string, next chan<- struct{}) {
+	t.Helper()
+	ch := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for i := range 3 {
 			fmt.Fprintf(w, "data: event %d\n\n", i)
 			w.(http.Flusher).Flush()
 			select {
-			case <-next: // the client saw this event before the next one exists
+			case <-ch: // the client saw this event before the next one exists
 			case <-time.After(10 * time.Second):
 				return
 			}
 		}
 	}))
 	t.Cleanup(up.Close)
-	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
-	for _, proto := range []string{"h1", "h2", "h3"} {
+	return up.URL, ch
+}
+
+// readEvents reads sseUpstream's events with c, one by one.
+func readEvents(t *testing.T, c *http.Client, u string, next chan<- struct{}) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", u, nil)
+	req.Host = "localhost"
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	br := bufio.NewReader(res.Body)
+	for i := range 3 {
+		line, err := br.ReadString('\n')
+		if err != nil || line != "data: event "+strconv.Itoa(i)+"\n" {
+			t.Fatalf("event %d: %q, %v", i, line, err)
+		}
+		_, _ = br.ReadString('\n')
+		next <- struct{}{}
+	}
+}
+
+// TestServerSentEventsStream: events reach an HTTP/1.1 and an HTTP/3
+// client one by one; TestServerSentEventsThroughEdge checks HTTP/2 through
+// a real edge, whose writers the Handler's flushes must reach.
+func TestServerSentEventsStream(t *testing.T) {
+	t.Parallel()
+	up, next := sseUpstream(t)
+	h := newTestHandler(t, "sites: [{hosts: [localhost], upstream: "+up+"}]\n")
+	for _, proto := range []string{"h1", "h3"} {
 		t.Run(proto, func(t *testing.T) {
-			req, _ := http.NewRequest("GET", e.url("/events"), nil)
-			req.Host = "localhost"
-			res, err := e.client(t, proto).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			br := bufio.NewReader(res.Body)
-			for i := range 3 {
-				line, err := br.ReadString('\n')
-				if err != nil || line != "data: event "+strconv.Itoa(i)+"\n" {
-					t.Fatalf("event %d: %q, %v", i, line, err)
-				}
-				_, _ = br.ReadString('\n')
-				next <- struct{}{}
-			}
+			readEvents(t, handlerClient(h, proto), handlerURL("/events"), next)
 		})
 	}
+}
+
+func TestServerSentEventsThroughEdge(t *testing.T) {
+	t.Parallel()
+	up, next := sseUpstream(t)
+	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up+"}]\n")
+	readEvents(t, e.client(t, "h2"), e.url("/events"), next)
 }
 
 // zeros is an endless reader that costs no memory.
@@ -113,7 +137,7 @@ func TestLargeUploadStreamsWithBoundedMemory(t *testing.T) {
 		fmt.Fprint(w, n)
 	}))
 	t.Cleanup(up.Close)
-	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	h := newTestHandler(t, "sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
 
 	var peak atomic.Uint64
 	ctx, cancel := context.WithCancel(context.Background())
@@ -132,10 +156,10 @@ func TestLargeUploadStreamsWithBoundedMemory(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	req, _ := http.NewRequest("POST", e.url("/upload"), &zeros{left: size})
+	req, _ := http.NewRequest("POST", handlerURL("/upload"), &zeros{left: size})
 	req.Host = "localhost"
 	req.ContentLength = size
-	c := e.client(t, "h1")
+	c := handlerClient(h, "h1")
 	c.Timeout = 2 * time.Minute
 	res, err := c.Do(req)
 	if err != nil {

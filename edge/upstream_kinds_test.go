@@ -26,9 +26,9 @@ func TestUnixSocketUpstream(t *testing.T) {
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	e := startEdge(t, "policy: \"\"\nsites: [{hosts: [localhost], upstream: \"unix:"+sock+"\"}]\n")
+	h := newTestHandler(t, "policy: \"\"\nsites: [{hosts: [localhost], upstream: \"unix:"+sock+"\"}]\n")
 	for _, proto := range []string{"h1", "h2", "h3"} {
-		res, body := get(t, e.client(t, proto), e.url("/repo/x?y=1"), "User-Agent", "curl/8.5.0")
+		res, body := get(t, handlerClient(h, proto), handlerURL("/repo/x?y=1"), "User-Agent", "curl/8.5.0")
 		if res.StatusCode != 200 || body != "socket localhost /repo/x?y=1 https" {
 			t.Errorf("%s: %d %q", proto, res.StatusCode, body)
 		}
@@ -65,8 +65,8 @@ func TestHTTPSUpstream(t *testing.T) {
 			if tt.tls != "" {
 				site = "{hosts: [localhost], upstream: " + up.URL + ", " + tt.tls + "}"
 			}
-			e := startEdge(t, "policy: \"\"\nsites: ["+site+"]\n")
-			res, body := get(t, e.client(t, "h2"), e.url("/p"), "User-Agent", "curl/8.5.0")
+			h := newTestHandler(t, "policy: \"\"\nsites: ["+site+"]\n")
+			res, body := get(t, handlerClient(h, "h2"), handlerURL("/p"), "User-Agent", "curl/8.5.0")
 			if res.StatusCode != tt.status {
 				t.Fatalf("%d %q, want %d", res.StatusCode, body, tt.status)
 			}
