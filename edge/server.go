@@ -528,9 +528,11 @@ func (s *Server) waitConns(ctx context.Context) error {
 
 // Serve starts the server and serves until ctx is done or a part of the
 // Server fails, then drains for at most the configured drain timeout. It
-// returns the failure, if one ended it.
+// returns the failure, if one ended it. When Start fails, Serve releases
+// what New opened before it returns the error.
 func (s *Server) Serve(ctx context.Context) error {
 	if err := s.Start(); err != nil {
+		_ = s.Shutdown(ctx) // releases what New opened: the store, the logs
 		return err
 	}
 	s.logStartup(ctx)

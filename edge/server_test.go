@@ -272,3 +272,31 @@ func TestNewReleasesWhatItOpened(t *testing.T) {
 		})
 	}
 }
+
+// TestServeReleasesWhatItOpenedOnAPortInUse: a Serve whose listener
+// cannot bind (the port is taken on 127.0.0.1) returns the error having
+// stopped every goroutine and closed every file the Server opened.
+func TestServeReleasesWhatItOpenedOnAPortInUse(t *testing.T) {
+	// Not parallel: it counts this process's goroutines.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	cfg, err := ParseConfig("test.yaml", []byte("listen: {https: \"127.0.0.1:0\", http: \""+taken.Addr().String()+"\", admin: \"\"}\n"+
+		"tls: { mode: self-signed, cache: \"\" }\nlog: {fingerprints: "+filepath.Join(dir, "fp.jsonl")+"}\n"+
+		"sites: [{hosts: [localhost], upstream: 'http://127.0.0.1:1', access_log: {path: "+filepath.Join(dir, "access.log")+"}}]\n"))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	before, _ := maatGoroutines()
+	s, err := New(cfg, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := s.Serve(context.Background()); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("Serve = %v, want the port in use", err)
+	}
+	checkReleased(t, before, dir)
+}
