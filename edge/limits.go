@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/maatproxy/maat/clientnet"
 )
 
 // Bounds on what a client holds of the edge while it sends a body or reads
@@ -78,10 +80,9 @@ func newClientCounter(max int) *clientCounter {
 func clientKey(a netip.Addr) netip.Addr {
 	a = a.Unmap()
 	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.Addr()
+		return clientnet.Prefix(a).Addr() // the /64 a host is given
 	}
-	return a
+	return a // per address, not clientnet's /24: its other hosts must not share the cap
 }
 
 // acquire counts one more for a and reports whether a stays within the
