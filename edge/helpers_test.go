@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -118,23 +119,29 @@ func (ht *handlerTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		r.Body = http.NoBody
 	}
 	w := newStreamWriter()
+	w.bodyless = r.Method == http.MethodHead
 	go func() {
 		defer cancel() // as a server ends a request's context when its handler returns
 		defer w.finish()
 		ht.h.ServeHTTP(w, r)
 	}()
 	<-w.headSent
+	size := int64(-1)
+	if cl, err := strconv.ParseInt(w.sent.Get("Content-Length"), 10, 64); err == nil {
+		size = cl
+	}
 	return &http.Response{
 		Status: fmt.Sprintf("%d %s", w.status, http.StatusText(w.status)), StatusCode: w.status,
 		Proto: ht.proto, ProtoMajor: ht.major, ProtoMinor: r.ProtoMinor,
-		Header: w.sent, Body: &streamBody{PipeReader: w.pr, cancel: cancel}, ContentLength: -1, Request: req,
+		Header: w.sent, Body: &streamBody{PipeReader: w.pr, cancel: cancel}, ContentLength: size, Request: req,
 	}, nil
 }
 
 // streamWriter is a ResponseWriter whose body a client reads as it is
 // written (an io.Pipe: a write waits for the reader). It can flush, not
-// hijack.
+// hijack. The body of an answer to HEAD is dropped, as net/http does.
 type streamWriter struct {
+	bodyless bool
 	hdr      http.Header
 	sent     http.Header // a copy of hdr when the head was sent
 	status   int
@@ -167,6 +174,9 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 			w.hdr.Set("Content-Type", http.DetectContentType(p))
 		}
 		w.WriteHeader(http.StatusOK)
+	}
+	if w.bodyless {
+		return len(p), nil
 	}
 	return w.pw.Write(p)
 }

@@ -147,11 +147,11 @@ func TestStaticNotFoundPage(t *testing.T) {
 	route := func(name, more string) string {
 		return "{path: /" + name + "/, root: " + filepath.Join(dir, name) + more + "}"
 	}
-	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", routes: ["+
+	h := newTestHandler(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", routes: ["+
 		route("a", ", strip_prefix: true")+", "+route("b", ", strip_prefix: true, errors: {404: /custom.html}")+", "+
 		route("c", ", strip_prefix: true")+", "+route("d", ", strip_prefix: true")+", "+route("e", "")+", "+
 		route("f", ", strip_prefix: true, errors: {405: /405.html}")+"]}]\n")
-	c := e.client(t, "h2")
+	c := handlerClient(h, "h2")
 	for _, tt := range []struct {
 		name, method, path string
 		status             int
@@ -175,7 +175,7 @@ func TestStaticNotFoundPage(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			req, _ := http.NewRequest(tt.method, e.url(tt.path), nil)
+			req, _ := http.NewRequest(tt.method, handlerURL(tt.path), nil)
 			req.Host = "localhost"
 			res, err := c.Do(req)
 			if err != nil {
