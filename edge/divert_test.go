@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -199,14 +200,13 @@ func divertPolicy(t *testing.T) string {
 	return pol
 }
 
-// TestDivertMaxDuration: a tarpit that trickles a byte at a time never
-// reaches max_bytes; max_duration cuts the diverted exchange, on the
-// client's side and the tarpit's.
-func TestDivertMaxDuration(t *testing.T) {
-	t.Parallel()
-	ended := make(chan error, 1) // the tarpit's request context, when its handler returns
+// tricklingTarpit sends a byte every 25ms until its request is cancelled,
+// and then says on ended whether it was.
+func tricklingTarpit(t *testing.T) (url string, ended <-chan error) {
+	t.Helper()
+	ch := make(chan error, 1) // the tarpit's request context, when its handler returns
 	tp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() { ended <- r.Context().Err() }()
+		defer func() { ch <- r.Context().Err() }()
 		w.Header().Set("Content-Type", "text/plain")
 		for r.Context().Err() == nil {
 			if _, err := io.WriteString(w, "x"); err != nil {
@@ -220,49 +220,76 @@ func TestDivertMaxDuration(t *testing.T) {
 		}
 	}))
 	t.Cleanup(tp.Close)
+	return tp.URL, ch
+}
+
+// divertMaxDurationSite diverts GPTBot to tarpit, with max_duration 500ms
+// and max_bytes far beyond what the trickle reaches in that time.
+func divertMaxDurationSite(t *testing.T, tarpit string) string {
+	t.Helper()
 	site := echoUpstream(t, "site")
+	return "policy: " + divertPolicy(t) + "\n" +
+		"divert: {tarpit: {upstream: " + tarpit + ", max_bytes: 1048576, max_duration: 500ms}}\n" +
+		"sites: [{hosts: [localhost], upstream: " + site.URL + ", compress: false}]\n"
+}
+
+// checkMaxDurationCut sends one diverted request with c and checks that
+// max_duration (500ms) cut it, on the client's side and the tarpit's.
+func checkMaxDurationCut(t *testing.T, c *http.Client, u string, ended <-chan error) {
+	t.Helper()
 	const maxDuration = 500 * time.Millisecond
-	var logs syncBuffer
-	e := startEdgeLog(t, "policy: "+divertPolicy(t)+"\n"+
-		"divert: {tarpit: {upstream: "+tp.URL+", max_bytes: 1048576, max_duration: 500ms}}\n"+
-		"sites: [{hosts: [localhost], upstream: "+site.URL+", compress: false}]\n", &logs)
-	for _, proto := range []string{"h1", "h2"} {
-		t.Run(proto, func(t *testing.T) {
-			// One at a time: ended is the tarpit's one request.
-			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, "GET", e.url("/slow/"+proto), nil)
-			req.Host = "localhost"
-			req.Header.Set("User-Agent", gptUA)
-			start := time.Now()
-			res, err := e.client(t, proto).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(res.Body) // cut: an error or the end of the body
-			res.Body.Close()
-			took := time.Since(start)
-			if res.StatusCode != 200 || len(b) == 0 || strings.Trim(string(b), "x") != "" {
-				t.Errorf("diverted: %d %.40q", res.StatusCode, b)
-			}
-			// At a byte per 25ms, max_bytes would take hours.
-			if took < maxDuration || took > 10*maxDuration || ctx.Err() != nil {
-				t.Errorf("the diverted answer ended after %v (%d bytes), want max_duration %v", took, len(b), maxDuration)
-			}
-			select {
-			case err := <-ended:
-				if err == nil {
-					t.Error("the tarpit's handler ended without its request being cancelled")
-				}
-			case <-time.After(5 * time.Second):
-				t.Error("the tarpit is still sending after max_duration")
-			}
-		})
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+	req.Host = "localhost"
+	req.Header.Set("User-Agent", gptUA)
+	start := time.Now()
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The cut is told to the edge's log (at debug), not to the process's.
+	b, _ := io.ReadAll(res.Body) // cut: an error or the end of the body
+	res.Body.Close()
+	took := time.Since(start)
+	if res.StatusCode != 200 || len(b) == 0 || strings.Trim(string(b), "x") != "" {
+		t.Errorf("diverted: %d %.40q", res.StatusCode, b)
+	}
+	// At a byte per 25ms, max_bytes would take hours.
+	if took < maxDuration || took > 10*maxDuration || ctx.Err() != nil {
+		t.Errorf("the diverted answer ended after %v (%d bytes), want max_duration %v", took, len(b), maxDuration)
+	}
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Error("the tarpit's handler ended without its request being cancelled")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the tarpit is still sending after max_duration")
+	}
+}
+
+// TestDivertMaxDuration: a tarpit that trickles a byte at a time never
+// reaches max_bytes; max_duration cuts the diverted exchange, on the
+// client's side and the tarpit's, and the cut is told to the edge's log
+// (at debug), not to the process's. TestDivertMaxDurationThroughEdge cuts
+// it over HTTP/2 through a real edge.
+func TestDivertMaxDuration(t *testing.T) {
+	t.Parallel()
+	tarpit, ended := tricklingTarpit(t)
+	var logs syncBuffer
+	h := newTestHandlerEnv(t, divertMaxDurationSite(t, tarpit),
+		Env{Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	checkMaxDurationCut(t, handlerClient(h, "h1"), handlerURL("/slow/h1"), ended)
 	if !strings.Contains(logs.String(), "level=DEBUG msg=\"httputil: ReverseProxy read error during body copy: context deadline exceeded") {
 		t.Errorf("the cut is not in the edge's log:\n%s", logs.String())
 	}
+}
+
+func TestDivertMaxDurationThroughEdge(t *testing.T) {
+	t.Parallel()
+	tarpit, ended := tricklingTarpit(t)
+	e := startEdge(t, divertMaxDurationSite(t, tarpit))
+	checkMaxDurationCut(t, e.client(t, "h2"), e.url("/slow/h2"), ended)
 }
 
 // TestDivertOwnPool: a diverted request never waits for the site's
@@ -287,16 +314,16 @@ func TestDivertOwnPool(t *testing.T) {
 		}
 	}))
 	t.Cleanup(both.Close)
-	e := startEdge(t, "limits: {upstream_conns: 1, upstream_queue: 300ms}\npolicy: "+divertPolicy(t)+"\n"+
+	h := newTestHandler(t, "limits: {upstream_conns: 1, upstream_queue: 300ms}\npolicy: "+divertPolicy(t)+"\n"+
 		"divert: {tarpit: {upstream: "+both.URL+"}}\n"+
 		"sites: [{hosts: [localhost], upstream: "+both.URL+", compress: false}]\n")
-	t.Cleanup(free) // before the edge's shutdown waits for /hold
+	t.Cleanup(free) // before the upstream's Close waits for /hold
 	held := make(chan string, 1)
-	holder := e.client(t, "h2") // made here: t is not for other goroutines
+	c := handlerClient(h, "h2")
 	go func() {
-		req, _ := http.NewRequest("GET", e.url("/hold"), nil)
+		req, _ := http.NewRequest("GET", handlerURL("/hold"), nil)
 		req.Host = "localhost"
-		res, err := holder.Do(req)
+		res, err := c.Do(req)
 		if err != nil {
 			held <- err.Error()
 			return
@@ -310,11 +337,11 @@ func TestDivertOwnPool(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the holding request did not reach the site")
 	}
-	if res, body := get(t, e.client(t, "h2"), e.url("/other"), "User-Agent", "curl/8.5.0"); res.StatusCode != 503 {
+	if res, body := get(t, c, handlerURL("/other"), "User-Agent", "curl/8.5.0"); res.StatusCode != 503 {
 		t.Errorf("the site's only connection is busy, yet another request got %d %q", res.StatusCode, body)
 	}
 	for i := range 3 {
-		res, body := get(t, e.client(t, "h2"), e.url(fmt.Sprint("/article/", i)), "User-Agent", gptUA)
+		res, body := get(t, c, handlerURL(fmt.Sprint("/article/", i)), "User-Agent", gptUA)
 		if res.StatusCode != 200 || body != "tarpit page" {
 			t.Errorf("diverted beside a busy site: %d %.80q", res.StatusCode, body)
 		}
