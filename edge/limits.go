@@ -138,9 +138,21 @@ func (h *Handler) prebuffer(w http.ResponseWriter, r *http.Request, st *reqState
 	}
 	bp := h.prebufs.Get().(*[]byte)
 	buf := (*bp)[:prebufferBytes]
-	n, err := io.ReadFull(r.Body, buf)
+	// Read as io.ReadFull would, but keep the body's own error: io.EOF is
+	// its end, io.ErrUnexpectedEOF a body cut short of its length or its
+	// last chunk, which must never reach the upstream as a whole one.
+	n := 0
+	var err error
+	for n < len(buf) && err == nil {
+		var m int
+		m, err = r.Body.Read(buf[n:])
+		n += m
+	}
+	if err == io.EOF && r.ContentLength > 0 && int64(n) != r.ContentLength {
+		err = io.ErrUnexpectedEOF
+	}
 	switch {
-	case err == io.EOF || err == io.ErrUnexpectedEOF: // the whole body
+	case err == io.EOF: // the whole body
 		body := make([]byte, n)
 		copy(body, buf[:n])
 		h.prebufs.Put(bp)

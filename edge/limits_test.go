@@ -819,3 +819,34 @@ func TestH2FramesCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestCutBodiesNeverForwarded: a body that ends short of its Content-Length
+// or of its last chunk, within the first bytes the edge reads ahead, is the
+// client's error; the upstream never receives it as a whole, shorter body.
+func TestCutBodiesNeverForwarded(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	h := newTestHandler(t, "policy: \"\"\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	for _, tt := range []struct{ name, raw string }{
+		{"short of Content-Length", "POST /cut HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 100\r\n\r\n0123456789"},
+		{"no last chunk", "POST /cut HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// The client is gone (499: nothing is written) or wrong (400).
+			if w := serveRaw(t, h, tt.raw); w.Body.Len() > 0 && w.Code != http.StatusBadRequest {
+				t.Errorf("a cut body was answered %d %q", w.Code, w.Body)
+			}
+		})
+	}
+	// A whole body after them: the upstream gets it, and it is the only
+	// request it got.
+	w := serveRaw(t, h, "POST /whole HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 10\r\n\r\n0123456789")
+	if w.Code != http.StatusOK {
+		t.Fatalf("whole body: %d", w.Code)
+	}
+	for _, head := range up.heads() {
+		if strings.Contains(head, "/cut") {
+			t.Errorf("the upstream received a cut body's request:\n%s", head)
+		}
+	}
+}
