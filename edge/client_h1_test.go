@@ -2,7 +2,6 @@ package edge
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -65,22 +64,15 @@ func newScriptedUpstream(t *testing.T, script func(n int, head string) answer, l
 				br := bufio.NewReader(c)
 				for {
 					_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-					var head bytes.Buffer
-					for {
-						line, err := br.ReadString('\n')
-						if err != nil {
-							return
-						}
-						head.WriteString(line)
-						if line == "\r\n" {
-							break
-						}
+					head, err := readHead(br)
+					if err != nil {
+						return
 					}
 					u.mu.Lock()
 					n := len(u.heads)
-					u.heads = append(u.heads, head.String())
+					u.heads = append(u.heads, head)
 					u.mu.Unlock()
-					a := script(n, head.String())
+					a := script(n, head)
 					if _, err := io.WriteString(c, a.raw); err != nil {
 						return
 					}

@@ -268,23 +268,31 @@ func newRawUpstream(t testing.TB) *rawUpstream {
 	return u
 }
 
+// readHead reads a request head, byte for byte, up to its empty line.
+func readHead(br *bufio.Reader) (string, error) {
+	var head strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		head.WriteString(line)
+		if line == "\r\n" {
+			return head.String(), nil
+		}
+	}
+}
+
 func (u *rawUpstream) serve(c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReader(c)
 	for {
 		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-		var head bytes.Buffer
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			head.WriteString(line)
-			if line == "\r\n" {
-				break
-			}
+		head, err := readHead(br)
+		if err != nil {
+			return
 		}
-		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head.Bytes())))
+		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(head)))
 		if err != nil {
 			return
 		}
@@ -307,10 +315,10 @@ func (u *rawUpstream) serve(c net.Conn) {
 			}
 		}
 		u.mu.Lock()
-		u.got = append(u.got, head.String())
+		u.got = append(u.got, head)
 		u.mu.Unlock()
 		select {
-		case u.ch <- head.String():
+		case u.ch <- head:
 		default:
 		}
 		if req.Header.Get("Upgrade") != "" {

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -647,31 +645,14 @@ func TestWaitingRequestDrainsSlowReaders(t *testing.T) {
 		_, _ = io.WriteString(w, "small")
 	}))
 	t.Cleanup(up.Close)
-	cfg, err := ParseConfig("test.yaml", []byte(
-		"listen: {https: \"127.0.0.1:0\", http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\"}\n"+
-			"tls: {mode: self-signed, cache: \"\"}\n"+
-			"limits: {upstream_conns: 1, upstream_queue: 5s, write_timeout: 60s}\npolicy: \"\"\n"+
-			"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n"))
+	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("",
+		"limits: {upstream_conns: 1, upstream_queue: 5s, write_timeout: 60s}\npolicy: \"\"\n"+
+			"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.spillAfter = time.Hour
-	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(s.certs.RootPEM())
-	e := &testEdge{Server: s, roots: roots, base: "https://" + s.Addrs().HTTPS}
-
+	e := startEdgeConfig(t, cfg, io.Discard)
 	slow, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
 	if err != nil {
 		t.Fatal(err)
@@ -680,7 +661,7 @@ func TestWaitingRequestDrainsSlowReaders(t *testing.T) {
 	_, _ = io.WriteString(slow, "GET /big HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
 	// The slow reader holds the one connection: the upstream is stuck
 	// writing to the edge, the edge to the client.
-	if !waitFor(t, 10*time.Second, func() bool { return s.handler.Load().env.spill.used.Load() == 0 && inflight.Load() == 1 }) {
+	if !waitFor(t, 10*time.Second, func() bool { return e.Server.handler.Load().env.spill.used.Load() == 0 && inflight.Load() == 1 }) {
 		t.Fatal("the slow reader never took the upstream's connection")
 	}
 	res, body := get(t, e.client(t, "h2"), e.url("/small"), "User-Agent", "curl/8.5.0")
