@@ -48,7 +48,15 @@ func isHopHeader(k string) bool {
 // removeConnectionHeaders deletes from h the fields its Connection fields
 // name, and the hop-by-hop fields.
 func removeConnectionHeaders(h http.Header) {
-	for _, f := range h["Connection"] {
+	deleteNamed(h, h["Connection"])
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+}
+
+// deleteNamed deletes from h the fields that Connection values name.
+func deleteNamed(h http.Header, connection []string) {
+	for _, f := range connection {
 		for f != "" {
 			var name string
 			name, f, _ = strings.Cut(f, ",")
@@ -56,9 +64,6 @@ func removeConnectionHeaders(h http.Header) {
 				delete(h, http.CanonicalHeaderKey(name))
 			}
 		}
-	}
-	for _, k := range hopHeaders {
-		delete(h, k)
 	}
 }
 
@@ -78,15 +83,7 @@ func (h *Handler) proxyCommon(w http.ResponseWriter, r *http.Request, st *reqSta
 			hdr[k] = vs[:len(vs):len(vs)] // shared, and full: whoever adds a value copies
 		}
 	}
-	for _, f := range r.Header["Connection"] {
-		for f != "" {
-			var name string
-			name, f, _ = strings.Cut(f, ",")
-			if name = textproto.TrimString(name); name != "" && !isHopHeader(name) {
-				delete(hdr, http.CanonicalHeaderKey(name))
-			}
-		}
-	}
+	deleteNamed(hdr, r.Header["Connection"])
 	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
 		hdr["Te"] = []string{"trailers"} // the client takes trailers: say so (ReverseProxy's issue 21096)
 	}

@@ -87,11 +87,10 @@ func (s *Server) acceptTLS(ln net.Listener) {
 }
 
 // handleTLS runs the handshake and hands the connection to HTTP/1 (served
-// by the http.Server), or returns the function that serves it with
-// HTTP/2, until it ends. A client
-// already holding limits.conns_per_client connections is hung up on; the
-// address is read here, not in the accept loop, because behind a balancer
-// it comes from the PROXY header.
+// by the http.Server), or returns the function that serves it with HTTP/2
+// until it ends. A client already holding limits.conns_per_client
+// connections is hung up on; the address is read here, not in the accept
+// loop, because behind a balancer it comes from the PROXY header.
 func (s *Server) handleTLS(c net.Conn) (serve func()) {
 	peer := addrOf(c.RemoteAddr())
 	if !s.trusted.contains(peer) {
