@@ -56,7 +56,7 @@ func NewHandler(cfg Config, env Env) (*Handler, error) {
 		env.bcrypt = newBcryptSlots()
 	}
 	if env.spill == nil {
-		env.spill = &spillBudget{max: max(cfg.Limits.SpillTotal, 0)}
+		env.spill = newSpillBudget(max(cfg.Limits.SpillTotal, 0))
 	}
 	h := &Handler{cfg: cfg, env: env, own: own}
 	h.prebufs.New = func() any { b := make([]byte, prebufferBytes); return &b }

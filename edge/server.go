@@ -133,7 +133,7 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 	s.env.ids = newRequestIDs()
 	s.env.inflight = newClientCounter(cfg.Limits.RequestsPerClient)
 	s.env.bcrypt = newBcryptSlots()
-	s.env.spill = &spillBudget{max: max(cfg.Limits.SpillTotal, 0)}
+	s.env.spill = newSpillBudget(max(cfg.Limits.SpillTotal, 0))
 	s.conns1 = newClientCounter(cfg.Limits.ConnsPerClient)
 	for _, p := range cfg.TrustedProxies {
 		s.trusted = append(s.trusted, netipPrefix(p))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,10 +37,30 @@ const spillMem = 64 << 10
 var errStalled = errors.New("edge: client too slow while the upstream is busy")
 
 // spillBudget is the bytes all drained bodies may hold at once
-// (limits.spill_total), shared by the Handlers a Server swaps in.
+// (limits.spill_total), shared by the Handlers a Server swaps in, and the
+// turns to drain.
+//
+// Drains take turns: a few run at once and each runs to its end, rather
+// than every drain at once sharing the box. A waiting request needs one
+// connection freed soon, not a hundred freed late: a hundred parallel
+// drains of 50 MB each free the first connection after a second, the
+// same drains two at a time free one every few dozen milliseconds. A
+// drain whose upstream is slow to send (a read blocks for turnYield) gives
+// its turn back and queues again once the read returns, so that a slow
+// stream never holds one.
 type spillBudget struct {
-	max  int64
-	used atomic.Int64
+	max   int64
+	used  atomic.Int64
+	turns chan struct{} // a token held by each drain that is reading
+	yield time.Duration // how long a drain's read may block before it gives its turn back
+}
+
+// turnYield is how long a drain's read of the upstream may block before
+// the drain gives its turn to the next.
+const turnYield = 5 * time.Millisecond
+
+func newSpillBudget(limit int64) *spillBudget {
+	return &spillBudget{max: limit, turns: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))), yield: turnYield}
 }
 
 // take reserves n bytes, or reports false.
@@ -67,11 +88,14 @@ type spillBody struct {
 	mu       sync.Mutex
 	cond     sync.Cond
 	draining bool
-	stop     bool   // Close was called: the drainer stops
-	done     bool   // the drainer has ended
-	srcErr   error  // what ended the drain: io.EOF, an upstream error, or nil (buffer full)
-	stalls   bool   // the buffer filled and this answer holds a stalled slot
-	pending  []byte // read from the upstream but not buffered (the buffer was full)
+	started  bool          // the drainer has read src: it is the drainer's until it ends
+	withdraw chan struct{} // closed by Read to call off a drain still waiting for its first turn
+	quit     chan struct{} // closed by Close, to a drainer waiting for a turn
+	stop     bool          // Close was called: the drainer stops
+	done     bool          // the drainer has ended
+	srcErr   error         // what ended the drain: io.EOF, an upstream error, or nil (buffer full)
+	stalls   bool          // the buffer filled and this answer holds a stalled slot
+	pending  []byte        // read from the upstream but not buffered (the buffer was full)
 	mem      []byte
 	file     *os.File
 	size     int64 // bytes buffered (mem, then file)
@@ -96,17 +120,86 @@ func (b *spillBody) drain() {
 		return
 	}
 	b.draining = true
-	b.wg.Go(b.run)
+	if b.quit == nil {
+		b.quit = make(chan struct{})
+	}
+	select {
+	case b.budget.turns <- struct{}{}: // a free turn: the drain starts now
+		b.started = true
+		b.wg.Go(func() { b.run(true) })
+	default:
+		// In line for a turn; the client's next Read calls it off if it
+		// comes first, and reads on from the upstream itself.
+		w := make(chan struct{})
+		b.withdraw = w
+		b.wg.Go(func() {
+			if b.waitTurn(w) {
+				b.run(true)
+			}
+		})
+	}
+}
+
+// waitTurn waits for a drain's turn; it reports false when the drain was
+// called off (withdraw closed, before its first turn) or the body closed.
+func (b *spillBody) waitTurn(withdraw chan struct{}) bool {
+	select {
+	case b.budget.turns <- struct{}{}:
+	case <-withdraw:
+		return false
+	case <-b.quit:
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-withdraw: // called off while the turn came
+		<-b.budget.turns
+		return false
+	default:
+	}
+	b.started = true
+	return true
 }
 
 // run reads the upstream's body into the buffer until it ends, the buffer
-// is full, or Close stops it.
-func (b *spillBody) run() {
+// is full, or Close stops it. It holds a turn (turn) while the upstream
+// keeps sending, and queues again for one after a read that blocked.
+func (b *spillBody) run(turn bool) {
+	// A read that blocks for budget.yield gives the turn back from the
+	// timer's goroutine, and says so on yielded.
+	yielded := make(chan struct{}, 1)
+	yield := time.AfterFunc(time.Hour, func() {
+		<-b.budget.turns
+		yielded <- struct{}{}
+	})
+	yield.Stop()
+	defer func() {
+		if turn {
+			<-b.budget.turns
+		}
+	}()
 	buf := make([]byte, 32<<10)
 	var err error
 	for {
+		if !turn {
+			select {
+			case b.budget.turns <- struct{}{}:
+				turn = true
+			case <-b.quit:
+			}
+			if !turn {
+				err = nil
+				break
+			}
+		}
 		var n int
+		yield.Reset(b.budget.yield)
 		n, err = b.src.Read(buf)
+		if !yield.Stop() {
+			<-yielded // the upstream was slow: another drain read meanwhile
+			turn = false
+		}
 		if n > 0 && !b.append(buf[:n]) {
 			// Full: the client reads the rest from the upstream, holding
 			// its connection, unless half the address's slots are held so
@@ -201,6 +294,12 @@ func (b *spillBody) keepPending(p []byte) {
 // upstream again.
 func (b *spillBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
+	if b.draining && !b.started {
+		// The drain still waits for its turn, and the client keeps up
+		// again: it reads on from the upstream.
+		close(b.withdraw)
+		b.withdraw, b.draining = nil, false
+	}
 	if !b.draining {
 		// Only this goroutine reads src while no drain runs; drain waits
 		// for the lock.
@@ -248,6 +347,9 @@ func (b *spillBody) readBuffered(p []byte) int {
 // upstream's body (freeing its connection, if the drain did not already).
 func (b *spillBody) Close() error {
 	b.mu.Lock()
+	if b.quit != nil && !b.stop {
+		close(b.quit)
+	}
 	b.stop = true
 	b.cond.Broadcast()
 	b.mu.Unlock()

@@ -1,0 +1,165 @@
+package edge
+
+import (
+	"bytes"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// feedSrc is an upstream body the test feeds: each Read waits for a chunk
+// on feed (closing feed ends the body), and counts itself.
+type feedSrc struct {
+	feed   chan []byte
+	reads  atomic.Int32
+	closed chan struct{}
+}
+
+func newFeedSrc() *feedSrc {
+	return &feedSrc{feed: make(chan []byte), closed: make(chan struct{})}
+}
+
+func (s *feedSrc) Read(p []byte) (int, error) {
+	s.reads.Add(1)
+	select {
+	case b, ok := <-s.feed:
+		if !ok {
+			return 0, io.EOF
+		}
+		return copy(p, b), nil
+	case <-s.closed:
+		return 0, io.ErrClosedPipe
+	}
+}
+
+func (s *feedSrc) Close() error {
+	select {
+	case <-s.closed:
+	default:
+		close(s.closed)
+	}
+	return nil
+}
+
+// spillBodies returns n bodies over fed sources, sharing a budget with
+// turns turns whose drains yield after yield.
+func spillBodies(t *testing.T, n, turns int, yield time.Duration) ([]*spillBody, []*feedSrc) {
+	t.Helper()
+	budget := &spillBudget{max: 1 << 30, turns: make(chan struct{}, turns), yield: yield}
+	slots := newConnSlots(n)
+	var bodies []*spillBody
+	var srcs []*feedSrc
+	for range n {
+		src := newFeedSrc()
+		b := newSpillBody(src, 1<<30, budget, slots, nil, nil)
+		t.Cleanup(func() { _ = b.Close() })
+		bodies, srcs = append(bodies, b), append(srcs, src)
+	}
+	return bodies, srcs
+}
+
+// reading lists the sources that have been read from.
+func reading(srcs []*feedSrc) []int {
+	var r []int
+	for i, s := range srcs {
+		if s.reads.Load() > 0 {
+			r = append(r, i)
+		}
+	}
+	return r
+}
+
+// TestDrainsTakeTurns: of many answers drained at once, only as many as
+// there are turns read from their upstreams; the others start as those
+// end, so that the first connection is freed after one body's time, not
+// after all of them.
+func TestDrainsTakeTurns(t *testing.T) {
+	bodies, srcs := spillBodies(t, 5, 2, time.Hour)
+	for _, b := range bodies {
+		b.drain()
+	}
+	if !waitFor(t, 5*time.Second, func() bool { return len(reading(srcs)) >= 2 }) {
+		t.Fatalf("drains reading their upstream: %v, want 2 (the turns)", reading(srcs))
+	}
+	// The others wait: a window for a third to show, which it must not.
+	if waitFor(t, 200*time.Millisecond, func() bool { return len(reading(srcs)) > 2 }) {
+		t.Fatalf("drains reading their upstream: %v, want only 2 (the turns)", reading(srcs))
+	}
+	chunk := bytes.Repeat([]byte("x"), 1000)
+	for range 3 {
+		for _, i := range reading(srcs) {
+			srcs[i].feed <- chunk
+		}
+	}
+	first := reading(srcs)[0]
+	close(srcs[first].feed) // that body ends: its turn goes to a waiting drain
+	if !waitFor(t, 5*time.Second, func() bool { return len(reading(srcs)) == 3 }) {
+		t.Fatalf("after one drain ended, drains reading: %v, want 3", reading(srcs))
+	}
+	// The ended body is whole in its buffer.
+	got, err := io.ReadAll(bodies[first])
+	if err != nil || len(got) != 3*len(chunk) {
+		t.Errorf("the drained body read back %d bytes (%v), want %d", len(got), err, 3*len(chunk))
+	}
+}
+
+// TestDrainWithdrawnWhenClientKeepsUp: a drain still waiting for its turn
+// is called off by the client's next read, which goes on from the upstream
+// itself and does not wait for the other drains.
+func TestDrainWithdrawnWhenClientKeepsUp(t *testing.T) {
+	bodies, srcs := spillBodies(t, 2, 1, time.Hour)
+	bodies[0].drain() // takes the one turn, blocked reading its upstream
+	if !waitFor(t, 5*time.Second, func() bool { return srcs[0].reads.Load() > 0 }) {
+		t.Fatal("the first drain never read")
+	}
+	bodies[1].drain() // waits for a turn
+	go func() { srcs[1].feed <- []byte("straight") }()
+	p := make([]byte, 64)
+	done := make(chan struct{})
+	var n int
+	var err error
+	go func() { n, err = bodies[1].Read(p); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client's read waited for the other drain's turn")
+	}
+	if err != nil || string(p[:n]) != "straight" {
+		t.Fatalf("read %q, %v; want the upstream's bytes", p[:n], err)
+	}
+	// The first drain ends; the withdrawn one must not start behind it.
+	close(srcs[0].feed)
+	if _, err := io.ReadAll(bodies[0]); err != nil {
+		t.Fatal(err)
+	}
+	if r := srcs[1].reads.Load(); r != 1 {
+		t.Errorf("the withdrawn drain's upstream was read %d times, want only the client's 1", r)
+	}
+}
+
+// TestSlowUpstreamGivesItsTurnBack: a drain whose upstream sends nothing
+// gives its turn to the next drain instead of holding it while it waits.
+func TestSlowUpstreamGivesItsTurnBack(t *testing.T) {
+	bodies, srcs := spillBodies(t, 2, 1, 2*time.Millisecond)
+	bodies[0].drain() // its upstream never sends
+	if !waitFor(t, 5*time.Second, func() bool { return srcs[0].reads.Load() > 0 }) {
+		t.Fatal("the first drain never read")
+	}
+	bodies[1].drain()
+	select {
+	case srcs[1].feed <- []byte("next"):
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second drain never got the turn the silent upstream's drain held")
+	}
+	close(srcs[1].feed)
+	got, err := io.ReadAll(bodies[1])
+	if err != nil || string(got) != "next" {
+		t.Errorf("second body %q, %v", got, err)
+	}
+	// The silent one still ends cleanly once its upstream does.
+	close(srcs[0].feed)
+	if got, err := io.ReadAll(bodies[0]); err != nil || len(got) != 0 {
+		t.Errorf("silent body %q, %v", got, err)
+	}
+}
