@@ -28,9 +28,11 @@ type Prober struct {
 	h1     *http.Transport
 	h2     *http2.Transport
 
+	born  time.Time // when it started
 	mu    sync.Mutex
 	took  map[string][]time.Duration // by protocol; every request's, failed ones included
 	fails Tally
+	slow  []time.Duration // when each request of 100 ms or more started, since born
 }
 
 // Latency is what the honest client saw.
@@ -39,6 +41,9 @@ type Latency struct {
 	P50, P99, Max time.Duration     // over every request, failed ones included
 	Fails         string            // the failures, by kind
 	ByProto       map[string][2]int // protocol → requests, and those slower than 100 ms
+	// SlowFrom and SlowTo are when the first and the last request of
+	// 100 ms or more started, since the prober did.
+	SlowFrom, SlowTo time.Duration
 }
 
 func (l Latency) String() string {
@@ -49,7 +54,8 @@ func (l Latency) String() string {
 	return s + ")"
 }
 
-// Slow says, by protocol, how many requests took 100 ms or more: "h3 5/60".
+// Slow says, by protocol, how many requests took 100 ms or more, and when
+// they started: "h3 5/60, from 0.2 s to 1.4 s".
 func (l Latency) Slow() string {
 	var parts []string
 	for _, p := range []string{"h2", "h1", "h3"} {
@@ -57,7 +63,10 @@ func (l Latency) Slow() string {
 			parts = append(parts, fmt.Sprintf("%s %d/%d", p, c[1], c[0]))
 		}
 	}
-	return strings.Join(parts, ", ")
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s, from %.1f s to %.1f s", strings.Join(parts, ", "), l.SlowFrom.Seconds(), l.SlowTo.Seconds())
 }
 
 // ms writes d in milliseconds, with a decimal below 10 ms.
@@ -71,7 +80,7 @@ func ms(d time.Duration) string {
 // StartProber starts the honest client, one request every every.
 func StartProber(t Target, every time.Duration) *Prober {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Prober{t: t, cancel: cancel, stop: make(chan struct{}), took: map[string][]time.Duration{},
+	p := &Prober{t: t, cancel: cancel, born: time.Now(), stop: make(chan struct{}), took: map[string][]time.Duration{},
 		h1: &http.Transport{TLSClientConfig: t.tlsConfig("http/1.1"), DisableKeepAlives: true, DisableCompression: true},
 		h2: &http2.Transport{TLSClientConfig: t.tlsConfig("h2"), DisableCompression: true},
 	}
@@ -132,6 +141,9 @@ func (p *Prober) one(ctx context.Context, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.took[proto] = append(p.took[proto], took)
+	if took >= 100*time.Millisecond {
+		p.slow = append(p.slow, start.Sub(p.born))
+	}
 	if fail != "" {
 		p.fails.Add(fail, 1)
 	}
@@ -161,6 +173,9 @@ func (p *Prober) Stop() Latency {
 		}
 		l.ByProto[proto] = [2]int{len(took), slow}
 		all = append(all, took...)
+	}
+	if len(p.slow) > 0 {
+		l.SlowFrom, l.SlowTo = slices.Min(p.slow), slices.Max(p.slow)
 	}
 	l.N = len(all)
 	if l.N == 0 {

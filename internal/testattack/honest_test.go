@@ -36,8 +36,12 @@ func TestPercentiles(t *testing.T) {
 
 func TestLatencySlow(t *testing.T) {
 	t.Parallel()
-	l := Latency{ByProto: map[string][2]int{"h1": {10, 0}, "h2": {10, 2}, "h3": {9, 9}}}
-	if got, want := l.Slow(), "h2 2/10, h3 9/9"; got != want {
+	l := Latency{ByProto: map[string][2]int{"h1": {10, 0}, "h2": {10, 2}, "h3": {9, 9}},
+		SlowFrom: 200 * time.Millisecond, SlowTo: 1400 * time.Millisecond}
+	if got, want := l.Slow(), "h2 2/10, h3 9/9, from 0.2 s to 1.4 s"; got != want {
 		t.Errorf("Slow() = %q, want %q", got, want)
+	}
+	if got := (Latency{ByProto: map[string][2]int{"h1": {10, 0}}}).Slow(); got != "" {
+		t.Errorf("Slow() with none slow = %q, want empty", got)
 	}
 }
