@@ -9,6 +9,9 @@
 //
 // The edge is measured from outside: goroutines from its /metrics, RSS and
 // CPU time from /proc/PID; the refusals from its maat_* counters. The
+// honest client and the upstream run in processes of their own (this
+// program, as "attack probe" and "attack upstream"), apart from the
+// attackers. The
 // attacks themselves live in internal/testattack, shared with the edge's
 // tests.
 package main
@@ -31,6 +34,14 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && (os.Args[1] == "probe" || os.Args[1] == "upstream") {
+		sub := map[string]func([]string, io.Reader, io.Writer) error{"probe": probeMain, "upstream": upstreamMain}[os.Args[1]]
+		if err := sub(os.Args[2:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "attack %s: %v\n", os.Args[1], err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.Args, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return

@@ -100,11 +100,12 @@ func (r row) brief() string {
 
 // runScenario runs one attack against a fresh edge and upstream.
 func runScenario(ctx context.Context, o options, bin, dir string, sc testattack.Scenario, stderr io.Writer) (row, error) {
-	up, err := testattack.NewUpstream(o.bigMB << 20)
+	upp, err := startUpstream(o.bigMB << 20)
 	if err != nil {
 		return row{}, err
 	}
-	defer up.Close()
+	defer upp.Close()
+	up := upp.Upstream
 	e, err := startEdge(ctx, o, bin, dir, up.URL, stderr)
 	if err != nil {
 		return row{}, err
@@ -134,10 +135,15 @@ func runScenario(ctx context.Context, o options, bin, dir string, sc testattack.
 	up.ResetMax()
 	upBase := up.Stats()
 	smp := e.startSampler()
-	prober := testattack.StartProber(t, o.probeEvery)
+	prober, err := e.startProbe(o.probeEvery)
+	if err != nil {
+		return row{}, err
+	}
 	var out testattack.Outcome
 	runErr := sc.Run(ctx, t, o.p, &out)
-	r.honest = prober.Stop()
+	if r.honest, err = prober.Stop(); err != nil {
+		return row{}, err
+	}
 	end, err := e.snapshot(ctx)
 	if err != nil {
 		return row{}, err

@@ -55,7 +55,7 @@ func bigHeaders(ctx context.Context, t Target, p Params, out *Outcome) error {
 	wg.Wait()
 	out.Held = 2 * p.HeaderRequests
 	out.Note("HTTP/2 header list %.1f KB encoded, %.1f KB decoded; the upstream's largest request head %.1f KB",
-		float64(size)/1e3, float64(decodedSize(fields))/1e3, float64(t.Upstream.maxHead.Load())/1e3)
+		float64(size)/1e3, float64(decodedSize(fields))/1e3, float64(t.Upstream.Stats().MaxHeadBytes)/1e3)
 	return nil
 }
 

@@ -124,12 +124,12 @@ func slowRead(ctx context.Context, t Target, p Params, out *Outcome) error {
 	// stream has ended — or, answered with an error page that the zero
 	// window keeps from arriving, is left for the edge to hold.
 	done := waitUntil(ctx, p.Hold-time.Since(start), func() bool {
-		return t.Upstream.bigInFlight.Load() == 0 && (!h.alive() || h.unfinished() == 0)
+		return t.Upstream.Stats().BigInFlight == 0 && (!h.alive() || h.unfinished() == 0)
 	})
 	if done {
 		out.Note("the last large response ended %v after the attack began", time.Since(start).Round(100*time.Millisecond))
 	} else {
-		out.Note("%d large responses still being written after %v", t.Upstream.bigInFlight.Load(), p.Hold)
+		out.Note("%d large responses still being written after %v", t.Upstream.Stats().BigInFlight, p.Hold)
 	}
 	h.tally(&out.Answers, "h2: ")
 	return nil

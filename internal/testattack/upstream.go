@@ -2,6 +2,8 @@ package testattack
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -24,6 +26,9 @@ type Upstream struct {
 	srv   *http.Server
 	done  chan error
 	chunk []byte // what /big/ is made of
+	// statsURL is, for an Upstream in another process (RemoteUpstream),
+	// where its StatsHandler serves; the counters below are then unused.
+	statsURL string
 
 	conns, maxConns  atomic.Int64
 	requests, honest atomic.Int64
@@ -65,8 +70,30 @@ func NewUpstream(bigSize int64) (*Upstream, error) {
 	return u, nil
 }
 
+// RemoteUpstream is an Upstream that runs in another process, serving at
+// url with the BigSize bigSize, whose StatsHandler serves at statsURL.
+// Its Close does nothing: the other process owns it.
+func RemoteUpstream(url, statsURL string, bigSize int64) *Upstream {
+	return &Upstream{URL: url, BigSize: bigSize, statsURL: statsURL}
+}
+
+// StatsHandler serves Stats as JSON on GET, and ResetMax on POST, for a
+// RemoteUpstream in another process.
+func (u *Upstream) StatsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			u.ResetMax()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(u.Stats())
+	})
+}
+
 // Close stops the upstream and its connections.
 func (u *Upstream) Close() error {
+	if u.statsURL != "" {
+		return nil
+	}
 	err := u.srv.Close()
 	if serr := <-u.done; !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
@@ -74,8 +101,12 @@ func (u *Upstream) Close() error {
 	return err
 }
 
-// Stats returns the counters.
+// Stats returns the counters; those of a RemoteUpstream are zero when its
+// process does not answer.
 func (u *Upstream) Stats() UpstreamStats {
+	if u.statsURL != "" {
+		return u.remote(http.MethodGet)
+	}
 	return UpstreamStats{
 		Conns: u.conns.Load(), MaxConns: u.maxConns.Load(),
 		Requests: u.requests.Load(), Honest: u.honest.Load(),
@@ -84,7 +115,31 @@ func (u *Upstream) Stats() UpstreamStats {
 }
 
 // ResetMax starts the count of connections at most afresh.
-func (u *Upstream) ResetMax() { u.maxConns.Store(u.conns.Load()) }
+func (u *Upstream) ResetMax() {
+	if u.statsURL != "" {
+		u.remote(http.MethodPost)
+		return
+	}
+	u.maxConns.Store(u.conns.Load())
+}
+
+// remote asks a RemoteUpstream's StatsHandler for its counters.
+func (u *Upstream) remote(method string) UpstreamStats {
+	var st UpstreamStats
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, u.statsURL, nil)
+	if err != nil {
+		return st
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st
+	}
+	defer res.Body.Close()
+	_ = json.NewDecoder(io.LimitReader(res.Body, 1<<16)).Decode(&st)
+	return st
+}
 
 func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	if strings.Contains(r.URL.Path, "/honest/") {
