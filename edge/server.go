@@ -68,6 +68,7 @@ type Server struct {
 	conns1  *clientCounter // TCP connections per client (limits.conns_per_client)
 	trusted trustedProxies // exempt from conns1
 	quicHS  atomic.Int64   // QUIC handshakes in progress
+	parked  atomic.Int64   // idle HTTP/1 connections parked (park.go)
 	quicTr  *quic.Transport
 
 	mu           sync.Mutex // guards the fields below

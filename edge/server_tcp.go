@@ -148,20 +148,23 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 		_ = tc.Close() // the TLS-ALPN-01 answer was the handshake itself
 	default:
 		hc := httpfp.NewConn(tc, httpfp.H1, hcfg)
-		if !s.h1ln.push(hc) {
+		if !s.h1ln.push(newClientConn(hc, s)) {
 			_ = tc.Close()
 		}
 	}
 	return nil
 }
 
-// connState logs, when an HTTP/1 connection ends, why its header capture
-// stopped, if it did.
+// connState tells an HTTP/1 connection when it falls idle (it may be
+// parked), and logs, when one ends, why its header capture stopped, if it
+// did.
 func (s *Server) connState(c net.Conn, st http.ConnState) {
-	if st != http.StateClosed && st != http.StateHijacked {
-		return
-	}
-	if hc, ok := c.(*httpfp.Conn); ok {
+	hc, ok := c.(*clientConn)
+	switch {
+	case !ok:
+	case st == http.StateIdle:
+		hc.setIdle()
+	case st == http.StateClosed || st == http.StateHijacked:
 		if err := hc.Err(); err != nil {
 			s.log.LogAttrs(context.Background(), slog.LevelInfo, "http1_fingerprint_failed",
 				slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error()))
@@ -224,8 +227,13 @@ func (s *Server) proxyError(remote net.Addr, err error) {
 // http.Server.ConnContext for HTTP/1 and the base of each HTTP/2
 // connection's context.
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	hc, ok := c.(*httpfp.Conn)
-	if !ok {
+	var hc *httpfp.Conn
+	switch c := c.(type) {
+	case *httpfp.Conn:
+		hc = c
+	case *clientConn:
+		hc = c.Conn
+	default:
 		return ctx
 	}
 	if fc := tlsfp.ConnOf(hc); fc != nil {

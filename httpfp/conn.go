@@ -176,6 +176,19 @@ func (c *Conn) feed(p []byte) {
 	}
 }
 
+// AtRest reports whether an HTTP/1 connection stands between requests:
+// every byte read through it so far belongs to a request read whole (blank
+// lines between requests aside), so a server that has no unread bytes of
+// its own can let go of its buffers and take the connection up again at
+// its next byte. It reports false for HTTP/2, after an Upgrade or CONNECT,
+// and once the tap stopped.
+func (c *Conn) AtRest() bool {
+	c.tapMu.Lock()
+	defer c.tapMu.Unlock()
+	t, ok := c.tap.(*h1Tap)
+	return ok && t.state == h1LineStart
+}
+
 // Err returns why the tap stopped fingerprinting this connection, or nil.
 // It wraps ErrMalformed or ErrTooLarge.
 func (c *Conn) Err() error {

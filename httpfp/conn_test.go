@@ -53,3 +53,44 @@ func TestConnDelegates(t *testing.T) {
 		})
 	}
 }
+
+// TestAtRest feeds an HTTP/1 connection's bytes a piece at a time and
+// checks that it stands at rest exactly between whole requests: never in a
+// request line, in a header section, in a body or in a chunked body's
+// trailer, and never again after an Upgrade or once the tap stopped.
+func TestAtRest(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		in   string
+		rest bool
+	}
+	tests := []struct {
+		name  string
+		proto Proto
+		steps []step
+	}{
+		{"get", H1, []step{{"", true}, {"GE", false}, {"T / HTTP/1.1\r\nHost: a\r\n", false}, {"\r\n", true}}},
+		{"blank lines between", H1, []step{{"GET / HTTP/1.1\r\nHost: a\r\n\r\n\r\n", true}, {"\r\n", true}}},
+		{"content-length body", H1, []step{
+			{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n", false}, {"abcd", false}, {"e", true}}},
+		{"chunked body and trailer", H1, []step{
+			{"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", false},
+			{"3\r\nabc\r\n0\r\n", false}, {"X-T: 1\r\n", false}, {"\r\n", true}}},
+		{"pipelined, second cut", H1, []step{{"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HT", false}, {"TP/1.1\r\nHost: a\r\n\r\n", true}}},
+		{"upgrade", H1, []step{{"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", false}, {"\x81\x00", false}}},
+		{"malformed", H1, []step{{"GET / HTTP/1.1\r\nHost a\r\n\r\n", false}, {"GET / HTTP/1.1\r\n\r\n", false}}},
+		{"http/2", H2, []step{{"", false}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := NewConn(nil, tt.proto, Config{})
+			for i, s := range tt.steps {
+				c.feed([]byte(s.in))
+				if got := c.AtRest(); got != s.rest {
+					t.Fatalf("after step %d (%q): AtRest() = %v, want %v", i, s.in, got, s.rest)
+				}
+			}
+		})
+	}
+}

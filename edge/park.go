@@ -1,0 +1,177 @@
+package edge
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/maatproxy/maat/httpfp"
+)
+
+// An idle HTTP/1 connection is parked: net/http keeps a 4 KiB read buffer,
+// a 4 KiB write buffer and a goroutine whose stack grew with the last
+// request for as long as a connection lives, idle or not (a browser keeps
+// a connection idle for minutes). When a connection has been idle for
+// parkAfter, stands between requests (httpfp's tap has seen each byte read
+// belong to a request read whole, so net/http's buffer is empty) and has no
+// bytes buffered below, the edge ends net/http's hold on it — net/http
+// sees the end of the stream and gives its buffers back — and waits for the
+// socket to become readable on a goroutine of its own, with a small stack
+// and no buffer. When the next request comes, the connection goes back to
+// net/http as a new one, idle again until its first byte (should the wait
+// have woken without one, it parks again); the client sees nothing of it.
+// The idle timeout runs on as it did.
+
+// parkAfter is how long an HTTP/1 connection is idle before it is parked:
+// long enough that a client sending its next request at once (a benchmark,
+// a page's subresources) never pays for the hand-over.
+const parkAfter = time.Second
+
+// clientConn is a client's HTTP/1 connection as the http.Server holds it.
+type clientConn struct {
+	*httpfp.Conn
+	s *Server
+
+	// net/http calls ConnState, SetReadDeadline and Read of an idle
+	// connection one after the other, on its goroutine; a handler may set
+	// a read deadline while net/http reads in the background, so the
+	// flags are atomic.
+	idle     atomic.Bool // ConnState said idle; the next Read may park
+	short    atomic.Bool // the read deadline set is the time to park, not deadline
+	deadline time.Time   // the read deadline net/http set while idle
+
+	parked atomic.Bool // the last Read parked it; Close hands it over
+}
+
+// newClientConn wraps hc for the http.Server, idle until its first byte.
+func newClientConn(hc *httpfp.Conn, s *Server) *clientConn {
+	c := &clientConn{Conn: hc, s: s}
+	c.idle.Store(true)
+	return c
+}
+
+// setIdle is called by the http.Server's ConnState hook.
+func (c *clientConn) setIdle() { c.idle.Store(true) }
+
+func (c *clientConn) SetReadDeadline(t time.Time) error {
+	if c.idle.Load() {
+		c.deadline = t
+		if p := time.Now().Add(c.s.parkAfter()); t.IsZero() || p.Before(t) {
+			c.short.Store(true)
+			return c.Conn.SetReadDeadline(p)
+		}
+	}
+	c.short.Store(false)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *clientConn) SetDeadline(t time.Time) error {
+	c.short.Store(false)
+	return c.Conn.SetDeadline(t)
+}
+
+// Read reads as httpfp.Conn does. The first read after the connection fell
+// idle ends with io.EOF when it parks the connection.
+func (c *clientConn) Read(p []byte) (int, error) {
+	if !c.idle.Load() {
+		if c.short.CompareAndSwap(true, false) { // a request began before the time to park
+			if err := c.Conn.SetReadDeadline(c.deadline); err != nil {
+				return 0, err
+			}
+		}
+		return c.Conn.Read(p)
+	}
+	c.idle.Store(false)
+	n, err := c.Conn.Read(p)
+	if n > 0 || !isTimeout(err) || !c.short.CompareAndSwap(true, false) {
+		return n, err
+	}
+	if check := c.s.base.parkCheck; check != nil {
+		check(c.Conn.AtRest())
+	}
+	if c.Conn.AtRest() && rawConn(c.Conn) != nil {
+		c.parked.Store(true)
+		return 0, io.EOF // net/http ends its hold and calls Close
+	}
+	if err := c.Conn.SetReadDeadline(c.deadline); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(p)
+}
+
+// Close closes the connection, or, when Read parked it, hands it to a
+// goroutine that waits for its next byte.
+func (c *clientConn) Close() error {
+	if c.parked.CompareAndSwap(true, false) {
+		c.s.park(c.Conn, c.deadline)
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+// park waits on a goroutine of its own until hc is readable, then hands
+// it back to the http.Server; it closes hc when the read deadline, the idle
+// timeout net/http set, passes first, or the Server shuts down. What can be
+// done before the goroutine starts is: the less its stack holds while it
+// waits, the smaller the stack the runtime shrinks it to.
+func (s *Server) park(hc *httpfp.Conn, deadline time.Time) {
+	rc := rawConn(hc)
+	if rc == nil || hc.SetReadDeadline(deadline) != nil || !s.trackConn(hc) {
+		_ = hc.Close()
+		return
+	}
+	s.parked.Add(1)
+	stop := context.AfterFunc(s.hsCtx, func() { _ = hc.Close() })
+	go func() {
+		waited := false
+		// Wait until the socket is readable (or the peer closed it, or
+		// the deadline passed), reading nothing: every layer above it
+		// was empty when the connection was parked.
+		err := rc.Read(func(uintptr) bool {
+			done := waited
+			waited = true
+			return done
+		})
+		s.unpark(hc, err, stop)
+	}()
+}
+
+// unpark hands a parked connection back to the http.Server once it is
+// readable (err is nil), or closes it.
+func (s *Server) unpark(hc *httpfp.Conn, err error, stop func() bool) {
+	s.parked.Add(-1)
+	if !stop() || err != nil || !s.h1ln.push(newClientConn(hc, s)) {
+		_ = hc.Close()
+	}
+	s.untrackConn(hc)
+}
+
+// parkAfter is parkAfter, or what a test set.
+func (s *Server) parkAfter() time.Duration {
+	if s.base.parkAfter > 0 {
+		return s.base.parkAfter
+	}
+	return parkAfter
+}
+
+// rawConn is the socket under c's wrappers, or nil if it has none.
+func rawConn(c net.Conn) syscall.RawConn {
+	for range 8 {
+		if sc, ok := c.(syscall.Conn); ok {
+			rc, err := sc.SyscallConn()
+			if err != nil {
+				return nil
+			}
+			return rc
+		}
+		nc, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = nc.NetConn()
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// parkEdge starts an edge whose idle HTTP/1 connections park after
+// 50 ms, in front of an upstream that echoes what it got, and returns it
+// with the channel parkCheck reports each try to park on.
+func parkEdge(t *testing.T, extra string) (*testEdge, chan bool) {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s %q ja4=%t", r.Method, r.URL.Path, body, r.Header.Get("X-Maat-Ja4") != "")
+	}))
+	t.Cleanup(up.Close)
+	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("", extra+
+		"policy: \"\"\nsites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := make(chan bool, 16)
+	cfg.parkAfter = 50 * time.Millisecond
+	cfg.parkCheck = func(atRest bool) {
+		select {
+		case checks <- atRest:
+		default:
+		}
+	}
+	return startEdgeConfig(t, cfg, io.Discard), checks
+}
+
+// h1Dial opens an HTTP/1.1 connection to e.
+func h1Dial(t *testing.T, e *testEdge) (*tls.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+// readAnswer reads one response and returns its status and body.
+func readAnswer(t *testing.T, br *bufio.Reader) (int, string) {
+	t.Helper()
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatalf("reading the answer's body: %v", err)
+	}
+	return res.StatusCode, string(body)
+}
+
+func waitParked(t *testing.T, e *testEdge, n int64) {
+	t.Helper()
+	if !waitFor(t, 10*time.Second, func() bool { return e.Server.parked.Load() == n }) {
+		t.Fatalf("parked connections: %d, want %d", e.Server.parked.Load(), n)
+	}
+}
+
+const parkGet = "GET /%s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n"
+
+// TestIdleConnectionsPark: an HTTP/1 connection idle past parkAfter is
+// parked, and the client, sending its next requests on it as if nothing
+// happened, gets them answered on the same connection (c, whose one
+// handshake the edge would have to repeat), fingerprinted as before —
+// again and again, and with a body.
+func TestIdleConnectionsPark(t *testing.T) {
+	t.Parallel()
+	e, _ := parkEdge(t, "")
+	c, br := h1Dial(t, e)
+	for i := range 3 {
+		fmt.Fprintf(c, parkGet, fmt.Sprint("n", i))
+		if code, body := readAnswer(t, br); code != 200 || body != fmt.Sprintf(`GET /n%d "" ja4=true`, i) {
+			t.Fatalf("request %d: %d %q", i, code, body)
+		}
+		waitParked(t, e, 1)
+	}
+	io.WriteString(c, "POST /form HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 5\r\n\r\nhello")
+	if code, body := readAnswer(t, br); code != 200 || body != `POST /form "hello" ja4=true` {
+		t.Fatalf("POST after parking: %d %q", code, body)
+	}
+	waitParked(t, e, 1)
+	c.Close()
+	waitParked(t, e, 0)
+}
+
+// TestParkKeepsUnreadBytes: a connection that falls idle with part of a
+// pipelined request read, or in a request's body, is not parked — parking
+// it would lose what net/http holds — and the request, finished late, is
+// answered whole.
+func TestParkKeepsUnreadBytes(t *testing.T) {
+	t.Parallel()
+	e, checks := parkEdge(t, "")
+	for _, tc := range []struct{ name, first, rest, want string }{
+		{"pipelined request line", fmt.Sprintf(parkGet, "a") + "GET /b HT",
+			"TP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n", `GET /b "" ja4=true`},
+		{"pipelined head", fmt.Sprintf(parkGet, "a") + "POST /b HTTP/1.1\r\nHost: localhost\r\n",
+			"User-Agent: curl/8.5.0\r\nContent-Length: 2\r\n\r\nok", `POST /b "ok" ja4=true`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, br := h1Dial(t, e)
+			io.WriteString(c, tc.first)
+			if code, body := readAnswer(t, br); code != 200 || body != `GET /a "" ja4=true` {
+				t.Fatalf("first request: %d %q", code, body)
+			}
+			// The edge tries to park the connection, and must not.
+			select {
+			case atRest := <-checks:
+				if atRest {
+					t.Fatal("a connection holding part of a request stood at rest")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the edge never tried to park the idle connection")
+			}
+			io.WriteString(c, tc.rest)
+			if code, body := readAnswer(t, br); code != 200 || body != tc.want {
+				t.Fatalf("the pipelined request: %d %q, want 200 %q", code, body, tc.want)
+			}
+		})
+	}
+}
+
+// TestParkedConnectionTimesOut: a parked connection is closed when the
+// idle timeout passes, as one net/http holds is, and a connection parked
+// again after a request gets the idle timeout afresh.
+func TestParkedConnectionTimesOut(t *testing.T) {
+	t.Parallel()
+	e, _ := parkEdge(t, "timeouts: {idle: 400ms}\n")
+	c, br := h1Dial(t, e)
+	start := time.Now()
+	fmt.Fprintf(c, parkGet, "x")
+	if code, _ := readAnswer(t, br); code != 200 {
+		t.Fatalf("request: %d", code)
+	}
+	waitParked(t, e, 1)
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("the parked connection: read %v, want EOF when the idle timeout passes", err)
+	}
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Fatalf("closed after %v, before the idle timeout of 400ms", d)
+	}
+	waitParked(t, e, 0)
+}
+
+// TestShutdownClosesParked: Shutdown closes parked connections at once, as
+// net/http closes idle ones, and does not wait for them until it times out.
+func TestShutdownClosesParked(t *testing.T) {
+	t.Parallel()
+	e, _ := parkEdge(t, "")
+	c, br := h1Dial(t, e)
+	fmt.Fprintf(c, parkGet, "x")
+	if code, _ := readAnswer(t, br); code != 200 {
+		t.Fatalf("request: %d", code)
+	}
+	waitParked(t, e, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Server.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("the parked connection after Shutdown: read %v, want EOF", err)
+	}
+}
+
+// TestParkedCountsAgainstClient: a parked connection still counts against
+// limits.conns_per_client, so parking is no way around the cap.
+func TestParkedCountsAgainstClient(t *testing.T) {
+	t.Parallel()
+	e, _ := parkEdge(t, "limits: {conns_per_client: 2}\n")
+	for range 2 {
+		c, br := h1Dial(t, e)
+		fmt.Fprintf(c, parkGet, "x")
+		if code, _ := readAnswer(t, br); code != 200 {
+			t.Fatalf("request: %d", code)
+		}
+	}
+	waitParked(t, e, 2)
+	c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+	if err == nil {
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, parkGet, "x")
+		_, err = c.Read(make([]byte, 1))
+	}
+	if err == nil || !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("a third connection past conns_per_client 2: %v, want it hung up on", err)
+	}
+}
