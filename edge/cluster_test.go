@@ -361,9 +361,12 @@ func (c *cluster) rate(t *testing.T, nodes []*clusterNode) {
 				t.Errorf("allowed %v (%d in all) of %d requests; want %d in all, some on every node", allowed, total, 3*rateBurst, rateBurst)
 			}
 			for _, n := range nodes {
-				if got := countFP(t, n.fp, func(l fpLine) bool {
-					return strings.HasPrefix(l.str("path"), fmt.Sprintf("/limited/%d/", attempt)) && l.str("action") == "RATE" && l.str("remote_ip") == from
-				}); got == 0 {
+				// A line lands in the file within fplog's flush delay.
+				if !waitFor(t, 5*time.Second, func() bool {
+					return countFP(t, n.fp, func(l fpLine) bool {
+						return strings.HasPrefix(l.str("path"), fmt.Sprintf("/limited/%d/", attempt)) && l.str("action") == "RATE" && l.str("remote_ip") == from
+					}) > 0
+				}) {
 					t.Errorf("%s logged no RATE line for %s", n.name, from)
 				}
 			}
