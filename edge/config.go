@@ -46,11 +46,13 @@ type Config struct {
 	decodeErr error
 	// spillAfter replaces the const of that name when set (tests).
 	spillAfter time.Duration
-	// parkAfter replaces the const of that name when set, and parkCheck,
-	// when set, is told each time an idle HTTP/1 connection could be
-	// parked whether it stood at rest (tests).
-	parkAfter time.Duration
-	parkCheck func(atRest bool)
+	// parkAfter replaces the const of that name when set; parkCheck, when
+	// set, is told each time an idle HTTP/1 connection could be parked
+	// whether it stood at rest; parkNoPoll has parked connections wait on
+	// goroutines, as where epoll is missing (tests).
+	parkAfter  time.Duration
+	parkCheck  func(atRest bool)
+	parkNoPoll bool
 	// geoCheckInterval is how often the Server looks for replaced geo
 	// database files; if zero, geo's default (a minute: the databases
 	// change monthly). Only tests shorten it.

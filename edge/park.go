@@ -2,8 +2,10 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -112,41 +114,83 @@ func (c *clientConn) Close() error {
 	return c.Conn.Close()
 }
 
-// park waits on a goroutine of its own until hc is readable, then hands
-// it back to the http.Server; it closes hc when the read deadline, the idle
-// timeout net/http set, passes first, or the Server shuts down. What can be
-// done before the goroutine starts is: the less its stack holds while it
-// waits, the smaller the stack the runtime shrinks it to.
+// park waits until hc is readable, then hands it back to the http.Server;
+// it closes hc when deadline (the idle timeout net/http set) passes first,
+// or the Server shuts down. On Linux one epoll instance waits for every
+// parked connection (park_linux.go); elsewhere, or should epoll refuse, a
+// goroutine waits for each.
 func (s *Server) park(hc *httpfp.Conn, deadline time.Time) {
 	rc := rawConn(hc)
-	if rc == nil || hc.SetReadDeadline(deadline) != nil || !s.trackConn(hc) {
+	if rc == nil || !s.trackConn(hc) {
 		_ = hc.Close()
 		return
 	}
 	s.parked.Add(1)
-	stop := context.AfterFunc(s.hsCtx, func() { _ = hc.Close() })
+	p := &parkedConn{s: s, hc: hc, rc: rc}
+	p.mu.Lock() // until p is set up: done, which may be called at once, waits
+	p.stop = context.AfterFunc(s.hsCtx, func() { p.done(errShutdown) })
+	if !deadline.IsZero() {
+		p.timer = time.AfterFunc(time.Until(deadline), func() { p.done(errIdleTimeout) })
+	}
+	polled := !s.base.parkNoPoll && s.poller.add(p)
+	p.mu.Unlock()
+	if polled {
+		return
+	}
+	if err := hc.SetReadDeadline(time.Time{}); err != nil { // the time to park passed: p.timer rules now
+		p.done(err)
+		return
+	}
 	go func() {
-		waited := false
 		// Wait until the socket is readable (or the peer closed it, or
-		// the deadline passed), reading nothing: every layer above it
-		// was empty when the connection was parked.
+		// p.done closed it), reading nothing: every layer above it was
+		// empty when the connection was parked.
+		waited := false
 		err := rc.Read(func(uintptr) bool {
 			done := waited
 			waited = true
 			return done
 		})
-		s.unpark(hc, err, stop)
+		p.done(err)
 	}()
 }
 
-// unpark hands a parked connection back to the http.Server once it is
-// readable (err is nil), or closes it.
-func (s *Server) unpark(hc *httpfp.Conn, err error, stop func() bool) {
-	s.parked.Add(-1)
-	if !stop() || err != nil || !s.h1ln.push(newClientConn(hc, s)) {
-		_ = hc.Close()
+var (
+	errShutdown    = errors.New("edge: shutting down")
+	errIdleTimeout = errors.New("edge: idle timeout")
+)
+
+// parkedConn is a parked connection.
+type parkedConn struct {
+	s  *Server
+	hc *httpfp.Conn
+	rc syscall.RawConn
+	id uint64 // its key in the poller
+
+	mu       sync.Mutex // held while park sets p up, and done takes it down
+	stop     func() bool
+	timer    *time.Timer
+	finished atomic.Bool
+}
+
+// done ends the parking, once: with err nil the connection is readable
+// and goes back to the http.Server, otherwise it is closed.
+func (p *parkedConn) done(err error) {
+	if !p.finished.CompareAndSwap(false, true) {
+		return
 	}
-	s.untrackConn(hc)
+	p.mu.Lock()
+	p.stop()
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.s.poller.remove(p)
+	p.mu.Unlock()
+	p.s.parked.Add(-1)
+	if err != nil || !p.s.h1ln.push(newClientConn(p.hc, p.s)) {
+		_ = p.hc.Close()
+	}
+	p.s.untrackConn(p.hc)
 }
 
 // parkAfter is parkAfter, or what a test set.

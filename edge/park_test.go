@@ -17,6 +17,12 @@ import (
 // 50 ms, in front of an upstream that echoes what it got, and returns it
 // with the channel parkCheck reports each try to park on.
 func parkEdge(t *testing.T, extra string) (*testEdge, chan bool) {
+	return parkEdgeWith(t, extra, false)
+}
+
+// parkEdgeWith is parkEdge, its parked connections waiting on goroutines
+// when noPoll.
+func parkEdgeWith(t *testing.T, extra string, noPoll bool) (*testEdge, chan bool) {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -30,6 +36,7 @@ func parkEdge(t *testing.T, extra string) (*testEdge, chan bool) {
 	}
 	checks := make(chan bool, 16)
 	cfg.parkAfter = 50 * time.Millisecond
+	cfg.parkNoPoll = noPoll
 	cfg.parkCheck = func(atRest bool) {
 		select {
 		case checks <- atRest:
@@ -82,7 +89,11 @@ const parkGet = "GET /%s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r
 // again and again, and with a body.
 func TestIdleConnectionsPark(t *testing.T) {
 	t.Parallel()
-	e, _ := parkEdge(t, "")
+	bothWaits(t, idleConnectionsPark)
+}
+
+func idleConnectionsPark(t *testing.T, noPoll bool) {
+	e, _ := parkEdgeWith(t, "", noPoll)
 	c, br := h1Dial(t, e)
 	for i := range 3 {
 		fmt.Fprintf(c, parkGet, fmt.Sprint("n", i))
@@ -141,7 +152,11 @@ func TestParkKeepsUnreadBytes(t *testing.T) {
 // again after a request gets the idle timeout afresh.
 func TestParkedConnectionTimesOut(t *testing.T) {
 	t.Parallel()
-	e, _ := parkEdge(t, "timeouts: {idle: 400ms}\n")
+	bothWaits(t, parkedConnectionTimesOut)
+}
+
+func parkedConnectionTimesOut(t *testing.T, noPoll bool) {
+	e, _ := parkEdgeWith(t, "timeouts: {idle: 400ms}\n", noPoll)
 	c, br := h1Dial(t, e)
 	start := time.Now()
 	fmt.Fprintf(c, parkGet, "x")
@@ -162,7 +177,11 @@ func TestParkedConnectionTimesOut(t *testing.T) {
 // net/http closes idle ones, and does not wait for them until it times out.
 func TestShutdownClosesParked(t *testing.T) {
 	t.Parallel()
-	e, _ := parkEdge(t, "")
+	bothWaits(t, shutdownClosesParked)
+}
+
+func shutdownClosesParked(t *testing.T, noPoll bool) {
+	e, _ := parkEdgeWith(t, "", noPoll)
 	c, br := h1Dial(t, e)
 	fmt.Fprintf(c, parkGet, "x")
 	if code, _ := readAnswer(t, br); code != 200 {
@@ -201,5 +220,16 @@ func TestParkedCountsAgainstClient(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
 		t.Fatalf("a third connection past conns_per_client 2: %v, want it hung up on", err)
+	}
+}
+
+// bothWaits runs test with parked connections waiting on epoll (on Linux)
+// and on goroutines.
+func bothWaits(t *testing.T, test func(*testing.T, bool)) {
+	for _, noPoll := range []bool{false, true} {
+		t.Run(map[bool]string{false: "poller", true: "goroutines"}[noPoll], func(t *testing.T) {
+			t.Parallel()
+			test(t, noPoll)
+		})
 	}
 }

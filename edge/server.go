@@ -69,6 +69,7 @@ type Server struct {
 	trusted trustedProxies // exempt from conns1
 	quicHS  atomic.Int64   // QUIC handshakes in progress
 	parked  atomic.Int64   // idle HTTP/1 connections parked (park.go)
+	poller  *poller        // waits for them (nil: a goroutine each)
 	quicTr  *quic.Transport
 
 	mu           sync.Mutex // guards the fields below
@@ -361,6 +362,7 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	s.h1ln = newChanListener(ln.Addr())
+	s.poller = startPoller()
 	s.group.Go("http1", func() error { return serveErr(s.h1.Serve(s.h1ln)) })
 	s.group.Go("https_accept", func() error { s.acceptTLS(tcp); return nil })
 	s.group.Go("certificates", func() error { return s.certs.Run(s.bg) })
@@ -499,6 +501,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.closeListeners()
 	s.connWG.Wait()
+	s.poller.close() // every parked connection is done: connWG counts them
 	s.bgCancel()
 	if err := s.group.Wait(); err != nil {
 		errs = append(errs, err)
