@@ -92,6 +92,7 @@ func (s *Server) acceptTLS(ln net.Listener) {
 // connections is hung up on; the address is read here, not in the accept
 // loop, because behind a balancer it comes from the PROXY header.
 func (s *Server) handleTLS(c net.Conn) (serve func()) {
+	limitUnsent(c)
 	peer := addrOf(c.RemoteAddr())
 	if !s.trusted.contains(peer) {
 		if !s.conns1.acquire(peer) {
