@@ -233,3 +233,81 @@ func bothWaits(t *testing.T, test func(*testing.T, bool)) {
 		})
 	}
 }
+
+// TestParkedTrickleCut: a client that wakes its parked connection with one
+// byte and sends nothing more is cut when timeouts.read_header passes, as
+// on a connection never parked: trickling a byte now and then does not
+// hold a connection for ever.
+func TestParkedTrickleCut(t *testing.T) {
+	t.Parallel()
+	bothWaits(t, parkedTrickleCut)
+}
+
+func parkedTrickleCut(t *testing.T, noPoll bool) {
+	e, _ := parkEdgeWith(t, "timeouts: {read_header: 300ms}\n", noPoll)
+	c, br := h1Dial(t, e)
+	fmt.Fprintf(c, parkGet, "x")
+	if code, _ := readAnswer(t, br); code != 200 {
+		t.Fatalf("request: %d", code)
+	}
+	waitParked(t, e, 1)
+	start := time.Now()
+	io.WriteString(c, "G")
+	waitParked(t, e, 0) // woken, and back with net/http
+	// net/http answers a request head cut short by its timeout with a 400,
+	// or just closes: either way the connection ends.
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatalf("the trickling connection: %v after %v, want it closed", err, time.Since(start))
+	}
+	if len(rest) > 0 && !strings.HasPrefix(string(rest), "HTTP/1.1 4") {
+		t.Fatalf("the trickling connection got %q", rest)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("cut after %v, before read_header", d)
+	}
+}
+
+// TestParkedDesync: the requests that could desynchronize a proxy and its
+// upstream get the same answer on a parked connection as on a fresh one:
+// the connection comes back to net/http's parser whole, with nothing of
+// the earlier request left over.
+func TestParkedDesync(t *testing.T) {
+	t.Parallel()
+	e, _ := parkEdge(t, "")
+	answer := func(raw string, park bool) string {
+		c, br := h1Dial(t, e)
+		defer c.Close()
+		if park {
+			fmt.Fprintf(c, parkGet, "x")
+			if code, _ := readAnswer(t, br); code != 200 {
+				t.Fatalf("request: %d", code)
+			}
+			waitParked(t, e, 1)
+		}
+		io.WriteString(c, raw)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return "error " + err.Error()
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		// What follows on the connection, if anything: a second answer
+		// would be a desync.
+		_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		more, _ := io.ReadAll(br)
+		return fmt.Sprintf("%d %q then %q", res.StatusCode, body, more)
+	}
+	for _, raw := range []string{
+		"POST /d HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: localhost\r\n\r\n",
+		"POST /d HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcde",
+		"POST /d HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+		"POST /d HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabcGET /smuggled HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n",
+	} {
+		fresh, parked := answer(raw, false), answer(raw, true)
+		if fresh != parked {
+			t.Errorf("%q:\n fresh connection:  %s\n parked connection: %s", raw, fresh, parked)
+		}
+		waitParked(t, e, 0)
+	}
+}
