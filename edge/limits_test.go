@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -475,6 +476,88 @@ func TestQUICHandshakesBounded(t *testing.T) {
 	}
 	if v := counterValue(m.WithLabelValues("ok", "quic")); v < 1 {
 		t.Errorf("%v good QUIC handshakes counted, want the honest one", v)
+	}
+}
+
+// retryCounter is a client's UDP socket that counts the Retry packets it
+// receives.
+type retryCounter struct {
+	net.PacketConn
+	retries *atomic.Int64
+}
+
+func (c retryCounter) ReadFrom(p []byte) (int, net.Addr, error) {
+	n, a, err := c.PacketConn.ReadFrom(p)
+	// A QUIC version 1 long header (bit 0x80) of type Retry (0b11), with a
+	// version (a Version Negotiation packet has 0 there).
+	if n > 5 && p[0]&0x80 != 0 && p[0]&0x30 == 0x30 && (p[1]|p[2]|p[3]|p[4]) != 0 {
+		c.retries.Add(1)
+	}
+	return n, a, err
+}
+
+// TestQUICSeenAddressSkipsRetry: while QUIC handshakes pile up, a new
+// client must answer a Retry, but one whose address completed a handshake
+// lately — over TCP, as a browser does before it switches to HTTP/3, or
+// over QUIC — connects without one.
+func TestQUICSeenAddressSkipsRetry(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	e := startEdge(t, "limits: {quic_handshakes: 1}\ntimeouts: {handshake: 20s}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	raddr, _ := net.ResolveUDPAddr("udp", e.Addrs().HTTP3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// A handshake that never ends holds the count at the limit.
+	deaf, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deafTr := &quic.Transport{Conn: deafConn{deaf}}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer deaf.Close()
+	defer deafTr.Close()
+	wg.Go(func() { _, _ = deafTr.Dial(ctx, raddr, e.tlsConfig("h3"), &quic.Config{}) })
+	if !waitFor(t, 5*time.Second, func() bool { return e.Server.quicHS.Load() >= 1 }) {
+		t.Fatal("the abandoned handshake was never counted")
+	}
+	// h3 makes a request over HTTP/3 from ip and returns how many Retries
+	// its handshake met.
+	h3 := func(ip net.IP) int64 {
+		udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer udp.Close()
+		var retries atomic.Int64
+		qt := &quic.Transport{Conn: retryCounter{udp, &retries}}
+		defer qt.Close()
+		ht := &http3.Transport{TLSClientConfig: e.tlsConfig("h3"),
+			Dial: func(ctx context.Context, _ string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+				return qt.DialEarly(ctx, raddr, tc, qc)
+			}}
+		defer ht.Close()
+		res, _ := get(t, &http.Client{Transport: ht}, e.url("/x"), "User-Agent", "curl/8.5.0")
+		if res.StatusCode != 200 {
+			t.Fatalf("HTTP/3 from %v: %d", ip, res.StatusCode)
+		}
+		return retries.Load()
+	}
+	fresh, tcpFirst := net.IPv4(127, 0, 3, 1), net.IPv4(127, 0, 3, 2)
+	if n := h3(fresh); n == 0 {
+		t.Errorf("a new address connected without a Retry while handshakes piled up")
+	}
+	if n := h3(fresh); n != 0 {
+		t.Errorf("an address that completed a QUIC handshake met %d Retries on its next connection", n)
+	}
+	tcp := &http.Client{Transport: &http.Transport{TLSClientConfig: e.tlsConfig("h2"), ForceAttemptHTTP2: true,
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: tcpFirst}}).DialContext}}
+	if res, _ := get(t, tcp, e.url("/x"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 {
+		t.Fatalf("over TCP: %d", res.StatusCode)
+	}
+	if n := h3(tcpFirst); n != 0 {
+		t.Errorf("an address that completed a TLS handshake over TCP met %d Retries over QUIC", n)
 	}
 }
 

@@ -68,6 +68,7 @@ type Server struct {
 	conns1  *clientCounter // TCP connections per client (limits.conns_per_client)
 	trusted trustedProxies // exempt from conns1
 	quicHS  atomic.Int64   // QUIC handshakes in progress
+	seen    *seenAddrs     // addresses that completed a handshake lately
 	parked  atomic.Int64   // idle HTTP/1 connections parked (park.go)
 	poller  *poller        // waits for them (nil: a goroutine each)
 	quicTr  *quic.Transport
@@ -137,6 +138,7 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 	s.env.bcrypt = newBcryptSlots()
 	s.env.spill = newSpillBudget(max(cfg.Limits.SpillTotal, 0))
 	s.conns1 = newClientCounter(cfg.Limits.ConnsPerClient)
+	s.seen = newSeenAddrs()
 	for _, p := range cfg.TrustedProxies {
 		s.trusted = append(s.trusted, netipPrefix(p))
 	}

@@ -27,8 +27,11 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 		Conn:        udp,
 		ConnContext: s.quicConnContext,
 		// Handshakes piling up (a flood of Initials from spoofed addresses):
-		// new clients first prove their address with a Retry round trip.
-		VerifySourceAddress: func(net.Addr) bool { return s.quicHS.Load() >= limit },
+		// new clients first prove their address with a Retry round trip,
+		// unless it completed a handshake lately (seen.go).
+		VerifySourceAddress: func(a net.Addr) bool {
+			return s.quicHS.Load() >= limit && !s.seen.has(addrOf(a))
+		},
 	}
 	s.quicTr = tr
 	base := s.tlsConf.Clone()
@@ -61,6 +64,7 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 			if hs, ok := ctx.Value(quicHandshakeKey{}).(*quicHandshake); ok && hs.done.CompareAndSwap(false, true) {
 				s.quicHS.Add(-1)
 				s.metrics.handshakes.WithLabelValues("ok", "quic").Inc()
+				s.seen.add(addrOf(c.RemoteAddr()))
 			}
 			return httpfp.NewH3Context(ctx, c) // the tlsfp Capture is in ctx already
 		},

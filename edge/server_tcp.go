@@ -129,6 +129,7 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 		return nil
 	}
 	s.metrics.handshakes.WithLabelValues("ok", "tcp").Inc()
+	s.seen.add(peer)
 	st := tc.ConnectionState()
 	hcfg := httpfp.Config{JA4H: s.handler.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: s.h1.MaxHeaderBytes}
 	switch st.NegotiatedProtocol {
