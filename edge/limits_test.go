@@ -561,6 +561,57 @@ func TestQUICSeenAddressSkipsRetry(t *testing.T) {
 	}
 }
 
+// TestQUICSeenAddressFloodBounded: a flood of abandoned QUIC handshakes
+// from an address the edge has seen (spoofed, say) skips the Retry only up
+// to twice limits.quic_handshakes in progress; beyond, its Initials get
+// Retries as anyone's do.
+func TestQUICSeenAddressFloodBounded(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	e := startEdge(t, "limits: {quic_handshakes: 1}\ntimeouts: {handshake: 20s}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	seenIP := net.IPv4(127, 0, 3, 9)
+	tcp := &http.Client{Transport: &http.Transport{TLSClientConfig: e.tlsConfig("h2"), ForceAttemptHTTP2: true,
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: seenIP}}).DialContext}}
+	if res, _ := get(t, tcp, e.url("/x"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 {
+		t.Fatalf("over TCP: %d", res.StatusCode)
+	}
+	raddr, _ := net.ResolveUDPAddr("udp", e.Addrs().HTTP3)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	const clients = 6
+	var retried atomic.Int64 // clients that met a Retry
+	for range clients {
+		udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: seenIP})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var retries atomic.Int64
+		tr := &quic.Transport{Conn: deafConn{retryCounter{udp, &retries}}}
+		t.Cleanup(func() { tr.Close(); udp.Close() })
+		wg.Go(func() {
+			_, _ = tr.Dial(ctx, raddr, e.tlsConfig("h3"), &quic.Config{})
+		})
+		wg.Go(func() {
+			for ctx.Err() == nil && retries.Load() == 0 {
+				waitFor(t, 50*time.Millisecond, func() bool { return retries.Load() > 0 || ctx.Err() != nil })
+			}
+			if retries.Load() > 0 {
+				retried.Add(1)
+			}
+		})
+	}
+	if !waitFor(t, 10*time.Second, func() bool { return retried.Load() == clients-2 }) {
+		t.Fatalf("%d of %d clients from a seen address met a Retry, want all but 2 (twice the limit); %d handshakes in progress",
+			retried.Load(), clients, e.Server.quicHS.Load())
+	}
+	if n := e.Server.quicHS.Load(); n != 2 {
+		t.Errorf("%d handshakes in progress, want twice the limit, 2", n)
+	}
+}
+
 // TestBodiesThatNeverComeHoldNoUpstream: requests whose body never arrives
 // (HTTP/2 HEADERS without END_STREAM, and an HTTP/1.1 Content-Length with
 // no bytes) do not reach the upstream, so they cannot take its few

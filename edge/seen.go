@@ -15,7 +15,8 @@ import (
 // deep and drops the Initials that find it full; during a flood of
 // Initials an honest client lost its first flight there and waited out
 // its retransmission timer (about 200 ms). A spoofed flood that borrows a
-// seen address gains nothing: handshakes in progress stay capped, and the
+// seen address holds at most twice limits.quic_handshakes in progress
+// (beyond, every new client answers a Retry again), and the
 // anti-amplification limit still bounds what the edge sends to an address
 // before the handshake validates it.
 //

@@ -28,9 +28,12 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 		ConnContext: s.quicConnContext,
 		// Handshakes piling up (a flood of Initials from spoofed addresses):
 		// new clients first prove their address with a Retry round trip,
-		// unless it completed a handshake lately (seen.go).
+		// unless it completed a handshake lately (seen.go) — and even then
+		// past twice the limit, so that a flood spoofing seen addresses
+		// holds no more than that.
 		VerifySourceAddress: func(a net.Addr) bool {
-			return s.quicHS.Load() >= limit && !s.seen.has(addrOf(a))
+			n := s.quicHS.Load()
+			return n >= 2*limit || n >= limit && !s.seen.has(addrOf(a))
 		},
 	}
 	s.quicTr = tr
