@@ -94,7 +94,7 @@ func (c *clientConn) Read(p []byte) (int, error) {
 	if check := c.s.base.parkCheck; check != nil {
 		check(c.Conn.AtRest())
 	}
-	if c.Conn.AtRest() && rawConn(c.Conn) != nil {
+	if parkable && c.Conn.AtRest() && rawConn(c.Conn) != nil {
 		c.parked.Store(true)
 		return 0, io.EOF // net/http ends its hold and calls Close
 	}
@@ -144,12 +144,16 @@ func (s *Server) park(hc *httpfp.Conn, deadline time.Time) {
 	go func() {
 		// Wait until the socket is readable (or the peer closed it, or
 		// p.done closed it), reading nothing: every layer above it was
-		// empty when the connection was parked.
+		// empty when the connection was parked. The runtime forgets, as
+		// the wait begins, that the socket became readable before it:
+		// a peek first finds bytes that came meanwhile.
 		waited := false
-		err := rc.Read(func(uintptr) bool {
-			done := waited
+		err := rc.Read(func(fd uintptr) bool {
+			if waited {
+				return true
+			}
 			waited = true
-			return done
+			return readable(fd)
 		})
 		p.done(err)
 	}()

@@ -6,10 +6,12 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -313,5 +315,49 @@ func TestParkedDesync(t *testing.T) {
 			t.Errorf("%q:\n fresh connection:  %s\n parked connection: %s", raw, fresh, parked)
 		}
 		waitParked(t, e, 0)
+	}
+}
+
+// TestParkingUnderChurn: many clients send requests — whole, or split in
+// two writes — with pauses around the time to park, so that connections
+// park and wake while bytes arrive at every moment of it; every request is
+// answered, in order, on its own connection.
+func TestParkingUnderChurn(t *testing.T) {
+	t.Parallel()
+	for _, noPoll := range []bool{false, true} {
+		e, _ := parkEdgeWith(t, "", noPoll)
+		var wg sync.WaitGroup
+		for client := range 24 {
+			wg.Go(func() {
+				c, br := h1Dial(t, e)
+				rnd := rand.New(rand.NewPCG(uint64(client), 7))
+				for i := range 6 {
+					path := fmt.Sprintf("c%dr%d", client, i)
+					req := fmt.Sprintf(parkGet, path)
+					if cut := rnd.IntN(len(req)); rnd.IntN(2) == 0 {
+						io.WriteString(c, req[:cut])
+						time.Sleep(time.Duration(30+rnd.IntN(40)) * time.Millisecond)
+						io.WriteString(c, req[cut:])
+					} else {
+						io.WriteString(c, req)
+					}
+					res, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Errorf("%s (waits on goroutines: %v; parked now %d): %v", path, noPoll, e.Server.parked.Load(), err)
+						return
+					}
+					body, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					if want := fmt.Sprintf(`GET /%s "" ja4=true`, path); res.StatusCode != 200 || string(body) != want {
+						t.Errorf("%s: %d %q, want %q", path, res.StatusCode, body, want)
+						return
+					}
+					// Around the time to park (50 ms): sometimes before,
+					// sometimes after, sometimes just at it.
+					time.Sleep(time.Duration(30+rnd.IntN(40)) * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
 	}
 }

@@ -1,0 +1,9 @@
+//go:build !unix
+
+package edge
+
+// parkable says whether idle connections can be parked here: not without
+// a way to peek at a socket.
+const parkable = false
+
+func readable(uintptr) bool { return true }
