@@ -105,7 +105,7 @@ func parseWith(args []string, p testattack.Params, stderr io.Writer) (options, b
 	fs.DurationVar(&q.TrickleEvery, "trickle-every", q.TrickleEvery, "time between two bytes of a trickled body")
 	fs.IntVar(&q.SlowConns, "slow-conns", q.SlowConns, "HTTP/1.1 connections that never read the large response")
 	fs.IntVar(&q.SlowStreams, "slow-streams", q.SlowStreams, "HTTP/2 streams behind a zero window")
-	fs.IntVar(&q.IdleConns, "idle-conns", q.IdleConns, "idle HTTP/2 connections")
+	fs.IntVar(&q.IdleConns, "idle-conns", q.IdleConns, "idle HTTP/2 connections, and as many HTTP/1.1 ones")
 	fs.IntVar(&q.IdleSources, "idle-sources", q.IdleSources, "client addresses the idle connections come from")
 	fs.IntVar(&q.AuthClients, "auth-clients", q.AuthClients, "clients trying wrong passwords")
 	fs.DurationVar(&q.AuthEvery, "auth-every", q.AuthEvery, "each password client's pace")

@@ -20,7 +20,8 @@
 //     byte at a time (RFC 9112, section 6).
 //   - Slow readers: large responses nobody reads, on HTTP/1.1 and behind a
 //     zero HTTP/2 flow-control window (RFC 9113, section 6.9).
-//   - Idle HTTP/2 connections, each after one request.
+//   - Idle HTTP/2 connections, each after one request, and idle HTTP/1.1
+//     keep-alive connections the same way.
 //   - Wrong basic-auth passwords (RFC 7617), each one a bcrypt for the edge.
 //   - Abandoned QUIC handshakes: Initials from clients that never read a
 //     reply (RFC 9000, section 8.1: what Retry is for).

@@ -27,6 +27,7 @@ func ExampleScenarios() {
 	// trickle
 	// slow-read
 	// idle
+	// idle-h1
 	// auth-flood
 	// quic-initials
 	// big-headers

@@ -1,9 +1,17 @@
 package testattack
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -69,6 +77,92 @@ func idle(ctx context.Context, t Target, p Params, out *Outcome) error {
 				out.Answers.Add("conn closed by the edge", 1)
 			}
 		}
+	}
+	return nil
+}
+
+// idleH1 opens p.IdleConns HTTP/1.1 connections from p.IdleSources client
+// addresses, makes one request on each and leaves it idle, as browsers
+// leave their keep-alive connections; once all are open it waits
+// p.IdleHold, calls t.OnHeld, and hangs up.
+func idleH1(ctx context.Context, t Target, p Params, out *Outcome) error {
+	start := time.Now()
+	conns := make([]*tls.Conn, p.IdleConns) // nil where the dial or the request failed
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	sem := make(chan struct{}, 32) // dials at once
+	var wg sync.WaitGroup
+	for i := range p.IdleConns {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c, err := t.dialTLS(ctx, source(blockIdleH1, i%max(p.IdleSources, 1)), "http/1.1")
+			if err != nil {
+				out.Answers.Add("dial: "+errKind(err), 1)
+				return
+			}
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(c, "GET /idle/%d HTTP/1.1\r\nHost: %s\r\nUser-Agent: curl/8.5.0\r\n\r\n", i, t.Host)
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err == nil {
+				_, err = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+			if err != nil {
+				out.Answers.Add("request: "+errKind(err), 1)
+				c.Close()
+				return
+			}
+			out.Answers.Add(strconv.Itoa(res.StatusCode), 1)
+			_ = c.SetDeadline(time.Time{})
+			conns[i] = c
+		})
+	}
+	wg.Wait()
+	opened := time.Since(start)
+	hold := time.NewTimer(p.IdleHold)
+	defer hold.Stop()
+	select {
+	case <-hold.C:
+	case <-ctx.Done():
+	}
+	// A connection the edge closed has its end waiting to be read; an
+	// open one has nothing, and a read gives up after a millisecond.
+	var alive atomic.Int64
+	for _, c := range conns {
+		if c == nil {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+			if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+				alive.Add(1)
+			} else {
+				out.Answers.Add("conn closed by the edge", 1)
+			}
+		})
+	}
+	wg.Wait()
+	out.Held = int(alive.Load())
+	out.Note("%d of %d connections open and idle (opened in %v)", alive.Load(), p.IdleConns, opened.Round(100*time.Millisecond))
+	if t.OnHeld != nil {
+		t.OnHeld(out.Held)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ type Params struct {
 	SlowConns   int // HTTP/1.1 connections that never read a large response
 	SlowStreams int // HTTP/2 streams behind a zero window
 
-	IdleConns   int           // idle HTTP/2 connections
+	IdleConns   int           // idle HTTP/2 connections, and as many HTTP/1.1 ones
 	IdleSources int           // client addresses they come from
 	IdleHold    time.Duration // how long they are held once all are open
 
@@ -116,6 +116,7 @@ func Scenarios() []Scenario {
 		{"trickle", "HTTP/1.1 body, a byte at a time", trickle},
 		{"slow-read", "slow readers, HTTP/1.1 and HTTP/2 zero window", slowRead},
 		{"idle", "idle HTTP/2 connections", idle},
+		{"idle-h1", "idle HTTP/1.1 connections", idleH1},
 		{"auth-flood", "wrong basic-auth passwords", authFlood},
 		{"quic-initials", "abandoned QUIC Initials", quicInitials},
 		{"big-headers", "oversized header sections", bigHeaders},
@@ -210,6 +211,7 @@ const (
 	blockAuth
 	blockQUIC
 	blockHeaders
+	blockIdleH1
 )
 
 // source is the address of attacker k of a block: 127.block.(k/250).(k%250+1).

@@ -41,7 +41,7 @@ func TestTallyString(t *testing.T) {
 func TestSourcesApart(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
-	for block := blockReset; block <= blockHeaders; block++ {
+	for block := blockReset; block <= blockIdleH1; block++ {
 		for k := range 5000 {
 			ip := source(block, k)
 			if ip.Equal(net.IPv4(127, 0, 0, 1)) || !ip.IsLoopback() {
