@@ -20,12 +20,14 @@ import (
 // parkAfter, stands between requests (httpfp's tap has seen each byte read
 // belong to a request read whole, so net/http's buffer is empty) and has no
 // bytes buffered below, the edge ends net/http's hold on it — net/http
-// sees the end of the stream and gives its buffers back — and waits for the
-// socket to become readable on a goroutine of its own, with a small stack
-// and no buffer. When the next request comes, the connection goes back to
-// net/http as a new one, idle again until its first byte (should the wait
-// have woken without one, it parks again); the client sees nothing of it.
-// The idle timeout runs on as it did.
+// sees the end of the stream and gives its buffers back — and waits, with
+// no buffer, for the socket to become readable: on Linux in one epoll set
+// for every parked connection, elsewhere on a small goroutine of its own
+// (not at all where a socket cannot be peeked at). When the next request
+// comes, the connection goes back to net/http as a new one, idle again
+// until its first byte (should the wait have woken without one, it parks
+// again); the client sees nothing of it. The idle timeout runs on as it
+// did.
 
 // parkAfter is how long an HTTP/1 connection is idle before it is parked:
 // long enough that a client sending its next request at once (a benchmark,
