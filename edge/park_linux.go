@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"errors"
 	"sync"
 	"syscall"
 )
@@ -60,7 +61,11 @@ func (pl *poller) run() {
 			pl.mu.Lock()
 			p := pl.conns[id]
 			pl.mu.Unlock()
-			if p != nil {
+			switch {
+			case p == nil:
+			case ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 && p.hungUp():
+				go p.done(errHungUp)
+			default:
 				go p.done(nil) // hands it over, which may wait for net/http
 			}
 		}
@@ -122,4 +127,35 @@ func (pl *poller) closeFDs() {
 	syscall.Close(pl.wake[0])
 	syscall.Close(pl.wake[1])
 	syscall.Close(pl.epfd)
+}
+
+// errHungUp ends a parked connection whose client closed it.
+var errHungUp = errors.New("edge: the client hung up")
+
+// maxGoodbye is the most a client that hangs up sends before its FIN: a
+// TLS alert record (close_notify), 24 bytes in TLS 1.3 and 31 in TLS 1.2
+// with AES-GCM. A record carrying even the shortest HTTP request is 40 bytes
+// or more.
+const maxGoodbye = 32
+
+// hungUp reports whether the client of a parked connection, whose socket
+// says its peer has closed, sent nothing but a goodbye before: then the
+// connection is closed here, without handing it to net/http to find that
+// out (clients close idle keep-alive connections all the time, and all at
+// once when an attack ends).
+func (p *parkedConn) hungUp() bool {
+	var buf [maxGoodbye + 1]byte
+	gone := false
+	err := p.rc.Control(func(fd uintptr) {
+		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case err == nil:
+			gone = n <= maxGoodbye // 0: the FIN and nothing before it
+		case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK:
+			// Nothing to read yet: let net/http find out.
+		default:
+			gone = true // reset, or another error: the socket is done
+		}
+	})
+	return err == nil && gone
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -360,4 +361,37 @@ func TestParkingUnderChurn(t *testing.T) {
 		}
 		wg.Wait()
 	}
+}
+
+// TestParkedLastRequest: a client that sends one more request on a parked
+// connection and closes its sending side at once (TLS close_notify, then
+// a TCP FIN) has the request read and answered: only a goodbye with
+// nothing before it is taken for a hang-up.
+func TestParkedLastRequest(t *testing.T) {
+	t.Parallel()
+	bothWaits(t, parkedLastRequest)
+}
+
+func parkedLastRequest(t *testing.T, noPoll bool) {
+	e, _ := parkEdgeWith(t, "", noPoll)
+	c, br := h1Dial(t, e)
+	fmt.Fprintf(c, parkGet, "first")
+	if code, _ := readAnswer(t, br); code != 200 {
+		t.Fatalf("request: %d", code)
+	}
+	waitParked(t, e, 1)
+	fmt.Fprintf(c, "GET /last HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+	if err := c.CloseWrite(); err != nil { // close_notify
+		t.Fatal(err)
+	}
+	if err := c.NetConn().(*net.TCPConn).CloseWrite(); err != nil { // FIN
+		t.Fatal(err)
+	}
+	// net/http takes the close for the client giving up the request, as
+	// on a connection never parked: the answer may come without its body,
+	// but it comes.
+	if code, _ := readAnswer(t, br); code != 200 {
+		t.Fatalf("the last request: %d", code)
+	}
+	waitParked(t, e, 0)
 }
