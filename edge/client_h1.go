@@ -58,9 +58,9 @@ type h1Conn struct {
 	limit  int64 // bytes the answer's head may still take; < 0: no limit
 	idleAt time.Time
 	// quiet's peek at the socket.
-	peek    [1]byte
-	peekFn  func(fd uintptr) bool
-	peekErr error
+	peek      [1]byte
+	peekFn    func(fd uintptr) bool
+	peekEmpty bool
 }
 
 // errHeaderTooLarge, errUnaskedSwitch and errTooMany1xx are answers the

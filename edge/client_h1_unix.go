@@ -15,14 +15,28 @@ func (pc *h1Conn) quiet() bool {
 	}
 	if pc.peekFn == nil { // made once per connection: a closure per peek would allocate
 		pc.peekFn = func(fd uintptr) bool {
-			_, _, pc.peekErr = syscall.Recvfrom(int(fd), pc.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			_, pc.peekEmpty, _ = peekSocket(fd, pc.peek[:])
 			return true
 		}
 	}
 	if err := pc.raw.Read(pc.peekFn); err != nil {
 		return false
 	}
-	// Nothing to read yet. A byte (err nil, n 1), the end of the stream
-	// (err nil, n 0) or an error all mean the connection is done.
-	return pc.peekErr == syscall.EAGAIN || pc.peekErr == syscall.EWOULDBLOCK
+	// Nothing to read yet. A byte, the end of the stream or an error all
+	// mean the connection is done.
+	return pc.peekEmpty
+}
+
+// peekSocket looks at what waits on socket fd, without taking it or
+// waiting: n bytes copied into buf, or empty when nothing has come yet
+// (n 0 and not empty is the end of the stream).
+func peekSocket(fd uintptr, buf []byte) (n int, empty bool, err error) {
+	n, _, err = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	switch {
+	case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK:
+		return 0, true, nil
+	case err != nil:
+		return 0, false, err
+	}
+	return n, false, nil
 }

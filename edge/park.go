@@ -93,10 +93,11 @@ func (c *clientConn) Read(p []byte) (int, error) {
 	if n > 0 || !isTimeout(err) || !c.short.CompareAndSwap(true, false) {
 		return n, err
 	}
+	atRest := c.Conn.AtRest()
 	if check := c.s.base.parkCheck; check != nil {
-		check(c.Conn.AtRest())
+		check(atRest)
 	}
-	if parkable && c.Conn.AtRest() && rawConn(c.Conn) != nil {
+	if parkable && atRest && rawConn(c.Conn) != nil {
 		c.parked.Store(true)
 		return 0, io.EOF // net/http ends its hold and calls Close
 	}

@@ -147,15 +147,10 @@ func (p *parkedConn) hungUp() bool {
 	var buf [maxGoodbye + 1]byte
 	gone := false
 	err := p.rc.Control(func(fd uintptr) {
-		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		switch {
-		case err == nil:
-			gone = n <= maxGoodbye // 0: the FIN and nothing before it
-		case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK:
-			// Nothing to read yet: let net/http find out.
-		default:
-			gone = true // reset, or another error: the socket is done
-		}
+		// Nothing to read yet: let net/http find out. A reset, or another
+		// error: the socket is done. n 0: the FIN and nothing before it.
+		n, empty, err := peekSocket(fd, buf[:])
+		gone = !empty && (err != nil || n <= maxGoodbye)
 	})
 	return err == nil && gone
 }

@@ -2,8 +2,6 @@
 
 package edge
 
-import "syscall"
-
 // parkable says whether idle connections can be parked here: a parked
 // connection's wait needs readable.
 const parkable = true
@@ -12,6 +10,6 @@ const parkable = true
 // closed by its peer, or failed: a non-blocking peek.
 func readable(fd uintptr) bool {
 	var b [1]byte
-	_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	return err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
+	_, empty, _ := peekSocket(fd, b[:])
+	return !empty
 }
