@@ -496,6 +496,17 @@ func (c retryCounter) ReadFrom(p []byte) (int, net.Addr, error) {
 	return n, a, err
 }
 
+// getOverTCPFrom makes a request to e over TCP (HTTP/2) from address ip,
+// whose handshake the edge then has seen.
+func getOverTCPFrom(t *testing.T, e *testEdge, ip net.IP) {
+	t.Helper()
+	tcp := &http.Client{Transport: &http.Transport{TLSClientConfig: e.tlsConfig("h2"), ForceAttemptHTTP2: true,
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}).DialContext}}
+	if res, _ := get(t, tcp, e.url("/x"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 {
+		t.Fatalf("over TCP from %v: %d", ip, res.StatusCode)
+	}
+}
+
 // TestQUICSeenAddressSkipsRetry: while QUIC handshakes pile up, a new
 // client must answer a Retry, but one whose address completed a handshake
 // lately — over TCP, as a browser does before it switches to HTTP/3, or
@@ -551,11 +562,7 @@ func TestQUICSeenAddressSkipsRetry(t *testing.T) {
 	if n := h3(fresh); n != 0 {
 		t.Errorf("an address that completed a QUIC handshake met %d Retries on its next connection", n)
 	}
-	tcp := &http.Client{Transport: &http.Transport{TLSClientConfig: e.tlsConfig("h2"), ForceAttemptHTTP2: true,
-		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: tcpFirst}}).DialContext}}
-	if res, _ := get(t, tcp, e.url("/x"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 {
-		t.Fatalf("over TCP: %d", res.StatusCode)
-	}
+	getOverTCPFrom(t, e, tcpFirst)
 	if n := h3(tcpFirst); n != 0 {
 		t.Errorf("an address that completed a TLS handshake over TCP met %d Retries over QUIC", n)
 	}
@@ -571,11 +578,7 @@ func TestQUICSeenAddressFloodBounded(t *testing.T) {
 	e := startEdge(t, "limits: {quic_handshakes: 1}\ntimeouts: {handshake: 20s}\npolicy: \"\"\n"+
 		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
 	seenIP := net.IPv4(127, 0, 3, 9)
-	tcp := &http.Client{Transport: &http.Transport{TLSClientConfig: e.tlsConfig("h2"), ForceAttemptHTTP2: true,
-		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: seenIP}}).DialContext}}
-	if res, _ := get(t, tcp, e.url("/x"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 {
-		t.Fatalf("over TCP: %d", res.StatusCode)
-	}
+	getOverTCPFrom(t, e, seenIP)
 	raddr, _ := net.ResolveUDPAddr("udp", e.Addrs().HTTP3)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

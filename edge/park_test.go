@@ -84,6 +84,27 @@ func waitParked(t *testing.T, e *testEdge, n int64) {
 	}
 }
 
+// h1Requested opens an HTTP/1.1 connection to e and makes a request on
+// it.
+func h1Requested(t *testing.T, e *testEdge) (*tls.Conn, *bufio.Reader) {
+	t.Helper()
+	c, br := h1Dial(t, e)
+	fmt.Fprintf(c, parkGet, "x")
+	if code, _ := readAnswer(t, br); code != 200 {
+		t.Fatalf("request: %d", code)
+	}
+	return c, br
+}
+
+// h1Parked is h1Requested, then waits until the connection is parked,
+// the only one of e.
+func h1Parked(t *testing.T, e *testEdge) (*tls.Conn, *bufio.Reader) {
+	t.Helper()
+	c, br := h1Requested(t, e)
+	waitParked(t, e, 1)
+	return c, br
+}
+
 const parkGet = "GET /%s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n"
 
 // TestIdleConnectionsPark: an HTTP/1 connection idle past parkAfter is
@@ -161,13 +182,8 @@ func TestParkedConnectionTimesOut(t *testing.T) {
 
 func parkedConnectionTimesOut(t *testing.T, noPoll bool) {
 	e, _ := parkEdgeWith(t, "timeouts: {idle: 400ms}\n", noPoll)
-	c, br := h1Dial(t, e)
 	start := time.Now()
-	fmt.Fprintf(c, parkGet, "x")
-	if code, _ := readAnswer(t, br); code != 200 {
-		t.Fatalf("request: %d", code)
-	}
-	waitParked(t, e, 1)
+	_, br := h1Parked(t, e)
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("the parked connection: read %v, want EOF when the idle timeout passes", err)
 	}
@@ -186,12 +202,7 @@ func TestShutdownClosesParked(t *testing.T) {
 
 func shutdownClosesParked(t *testing.T, noPoll bool) {
 	e, _ := parkEdgeWith(t, "", noPoll)
-	c, br := h1Dial(t, e)
-	fmt.Fprintf(c, parkGet, "x")
-	if code, _ := readAnswer(t, br); code != 200 {
-		t.Fatalf("request: %d", code)
-	}
-	waitParked(t, e, 1)
+	_, br := h1Parked(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := e.Server.Shutdown(ctx); err != nil {
@@ -208,11 +219,7 @@ func TestParkedCountsAgainstClient(t *testing.T) {
 	t.Parallel()
 	e, _ := parkEdge(t, "limits: {conns_per_client: 2}\n")
 	for range 2 {
-		c, br := h1Dial(t, e)
-		fmt.Fprintf(c, parkGet, "x")
-		if code, _ := readAnswer(t, br); code != 200 {
-			t.Fatalf("request: %d", code)
-		}
+		h1Requested(t, e)
 	}
 	waitParked(t, e, 2)
 	c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
@@ -249,12 +256,7 @@ func TestParkedTrickleCut(t *testing.T) {
 
 func parkedTrickleCut(t *testing.T, noPoll bool) {
 	e, _ := parkEdgeWith(t, "timeouts: {read_header: 300ms}\n", noPoll)
-	c, br := h1Dial(t, e)
-	fmt.Fprintf(c, parkGet, "x")
-	if code, _ := readAnswer(t, br); code != 200 {
-		t.Fatalf("request: %d", code)
-	}
-	waitParked(t, e, 1)
+	c, br := h1Parked(t, e)
 	start := time.Now()
 	io.WriteString(c, "G")
 	waitParked(t, e, 0) // woken, and back with net/http
@@ -282,15 +284,12 @@ func TestParkedDesync(t *testing.T) {
 	t.Parallel()
 	e, _ := parkEdge(t, "")
 	answer := func(raw string, park bool) string {
-		c, br := h1Dial(t, e)
-		defer c.Close()
+		dial := h1Dial
 		if park {
-			fmt.Fprintf(c, parkGet, "x")
-			if code, _ := readAnswer(t, br); code != 200 {
-				t.Fatalf("request: %d", code)
-			}
-			waitParked(t, e, 1)
+			dial = h1Parked
 		}
+		c, br := dial(t, e)
+		defer c.Close()
 		io.WriteString(c, raw)
 		res, err := http.ReadResponse(br, nil)
 		if err != nil {
@@ -374,12 +373,7 @@ func TestParkedLastRequest(t *testing.T) {
 
 func parkedLastRequest(t *testing.T, noPoll bool) {
 	e, _ := parkEdgeWith(t, "", noPoll)
-	c, br := h1Dial(t, e)
-	fmt.Fprintf(c, parkGet, "first")
-	if code, _ := readAnswer(t, br); code != 200 {
-		t.Fatalf("request: %d", code)
-	}
-	waitParked(t, e, 1)
+	c, br := h1Parked(t, e)
 	fmt.Fprintf(c, "GET /last HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
 	if err := c.CloseWrite(); err != nil { // close_notify
 		t.Fatal(err)
