@@ -1,10 +1,11 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -51,43 +52,69 @@ func probeMain(args []string, stdin io.Reader, stdout io.Writer) error {
 }
 
 // probeProc is the honest client's process.
-type probeProc struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out bytes.Buffer
-}
+type probeProc struct{ *child }
 
 // startProbe starts the honest client's process against e.
 func (e *edgeProc) startProbe(every time.Duration) (*probeProc, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
 	ca := filepath.Join(e.dir, "cache", "maat-local-ca.pem")
 	if e.tls.InsecureSkipVerify {
 		ca = ""
 	}
-	p := &probeProc{cmd: exec.Command(self, "probe", "-https", e.https, "-h3", e.https, "-ca", ca,
-		"-host", "localhost", "-every", every.String())}
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, os.Stderr
-	if p.in, err = p.cmd.StdinPipe(); err != nil {
+	c, err := startChild("probe", "-https", e.https, "-h3", e.https, "-ca", ca,
+		"-host", "localhost", "-every", every.String())
+	if err != nil {
 		return nil, err
 	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return &probeProc{c}, nil
 }
 
 // Stop ends the honest client and returns what it saw.
 func (p *probeProc) Stop() (testattack.Latency, error) {
-	p.in.Close()
 	var l testattack.Latency
-	if err := p.cmd.Wait(); err != nil {
+	out, err := p.stop()
+	if err != nil {
 		return l, fmt.Errorf("the honest client: %w", err)
 	}
-	if err := json.Unmarshal(p.out.Bytes(), &l); err != nil {
-		return l, fmt.Errorf("the honest client's report %q: %w", p.out.Bytes(), err)
+	if err := json.Unmarshal(out, &l); err != nil {
+		return l, fmt.Errorf("the honest client's report %q: %w", out, err)
 	}
 	return l, nil
+}
+
+// child is this program run as one of its subcommands, in a process of
+// its own, until its stdin closes.
+type child struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader // its stdout
+}
+
+// startChild starts this program with args.
+func startChild(args ...string) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	c := &child{cmd: exec.Command(self, args...)}
+	c.cmd.Stderr = os.Stderr
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	c.out = bufio.NewReader(out)
+	if c.in, err = c.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// stop closes the child's stdin, which ends it, and returns the rest of
+// what it wrote on stdout.
+func (c *child) stop() ([]byte, error) {
+	c.in.Close()
+	out, rerr := io.ReadAll(c.out)
+	return out, errors.Join(c.cmd.Wait(), rerr)
 }

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 
 	"github.com/maatproxy/maat/internal/testattack"
@@ -47,31 +44,19 @@ func upstreamMain(args []string, stdin io.Reader, stdout io.Writer) error {
 
 // upstreamProc is the upstream's process.
 type upstreamProc struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
+	*child
 	*testattack.Upstream
 }
 
 // startUpstream starts the upstream's process, whose large answer is big
 // bytes.
 func startUpstream(big int64) (*upstreamProc, error) {
-	self, err := os.Executable()
+	c, err := startChild("upstream", "-big", fmt.Sprint(big))
 	if err != nil {
 		return nil, err
 	}
-	p := &upstreamProc{cmd: exec.Command(self, "upstream", "-big", fmt.Sprint(big))}
-	p.cmd.Stderr = os.Stderr
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if p.in, err = p.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
+	p := &upstreamProc{child: c}
+	line, err := c.out.ReadString('\n')
 	url, stats, ok := strings.Cut(strings.TrimSpace(line), " ")
 	if err != nil || !ok {
 		p.Close()
@@ -83,6 +68,6 @@ func startUpstream(big int64) (*upstreamProc, error) {
 
 // Close ends the upstream's process.
 func (p *upstreamProc) Close() error {
-	p.in.Close()
-	return p.cmd.Wait()
+	_, err := p.stop()
+	return err
 }
