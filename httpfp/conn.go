@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"golang.org/x/net/http2/hpack"
 )
 
 // Errors the tap stops on; Conn.Err wraps one of them.
@@ -39,6 +41,12 @@ type Config struct {
 	// same name. If zero, DefaultMaxHeaderBytes is used; it must not be
 	// negative. Set it to the server's value.
 	MaxHeaderBytes int
+	// MaxHPACKTable bounds the HPACK dynamic table an HTTP/2 client may
+	// ask for, as the server's own limit (x/net/http2's
+	// Server.MaxDecoderHeaderTableSize, 4096 unless set): the tap refuses
+	// what the server refuses. If zero, 64 KiB, as permissive as any server
+	// configuration.
+	MaxHPACKTable uint32
 }
 
 // Validate reports the problems of c, all at once.
@@ -48,6 +56,13 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("httpfp: MaxHeaderBytes %d is negative", c.MaxHeaderBytes))
 	}
 	return errors.Join(errs...)
+}
+
+func (c Config) maxHPACKTable() uint32 {
+	if c.MaxHPACKTable > 0 {
+		return c.MaxHPACKTable
+	}
+	return maxHPACKTable
 }
 
 func (c Config) maxHeaderBytes() int {
@@ -173,6 +188,42 @@ func (c *Conn) feed(p []byte) {
 		c.mu.Lock()
 		c.err, c.stopped = err, true
 		c.mu.Unlock()
+	}
+}
+
+// SetFieldHook has f called with every header field the HTTP/2 tap
+// decodes from now on — requests' and trailers', in order, each as it is
+// decoded, while a Read that read its last byte runs — until it is called
+// again (f nil: none). A server that takes the connection up afresh reads
+// the client's header blocks through it: their HPACK state is the tap's.
+// It does nothing on other protocols, and f is never called once the tap
+// stopped (Err).
+func (c *Conn) SetFieldHook(f func(hpack.HeaderField)) {
+	c.tapMu.Lock()
+	defer c.tapMu.Unlock()
+	if t, ok := c.tap.(*h2Tap); ok {
+		t.hook = f
+	}
+}
+
+// Rest lets go of what the tap keeps between requests only to go faster
+// — the names of the last request, its fingerprint's memo — when the
+// connection stands between requests: for a server that parks it idle.
+// The next request's fingerprint is the same, made afresh.
+func (c *Conn) Rest() {
+	c.tapMu.Lock()
+	defer c.tapMu.Unlock()
+	switch t := c.tap.(type) {
+	case *h1Tap:
+		if t.state == h1LineStart {
+			t.buf, t.ends, t.val, t.cookies = nil, nil, nil, nil
+			t.memo = memo{}
+		}
+	case *h2Tap:
+		if !t.inBlock {
+			t.fields.names, t.fields.cookies = nil, nil
+			t.memo = memo{}
+		}
 	}
 }
 

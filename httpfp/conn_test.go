@@ -4,7 +4,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"reflect"
 	"testing"
+
+	"golang.org/x/net/http2/hpack"
 )
 
 // stateConn is a net.Conn with a TLS state and the methods *tls.Conn has.
@@ -92,5 +95,54 @@ func TestAtRest(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRest: Rest between requests changes no fingerprint (the next
+// request's is made afresh, equal to what it would have been), in the
+// middle of a header block it does nothing, and the field hook sees every
+// field of requests and trailers alike, in order.
+func TestRest(t *testing.T) {
+	t.Parallel()
+	h1 := "GET / HTTP/1.1\r\nHost: a\r\nUser-Agent: x\r\nAccept-Language: de\r\nCookie: a=1\r\n\r\n"
+	fps := func(proto Proto, rest bool, feeds ...string) []Fingerprint {
+		c := NewConn(nil, proto, Config{JA4H: true})
+		var hooked []string
+		c.SetFieldHook(func(f hpack.HeaderField) { hooked = append(hooked, f.Name) })
+		for _, f := range feeds {
+			c.feed([]byte(f))
+			if rest {
+				c.Rest()
+			}
+		}
+		if c.Err() != nil {
+			t.Fatal(c.Err())
+		}
+		var out []Fingerprint
+		for _, p := range drain(c) {
+			out = append(out, p.fp)
+		}
+		if proto == H2 && len(hooked) != 2*5+1 {
+			t.Fatalf("the field hook saw %q, want both requests' fields and the trailer", hooked)
+		}
+		return out
+	}
+	for _, proto := range []Proto{H1, H2} {
+		feeds := []string{h1, h1[:20], h1[20:]}
+		if proto == H2 {
+			c := newH2Client()
+			_ = c.fr.WriteSettings()
+			fields := []string{":method: GET", ":scheme: https", ":authority: a", ":path: /", "user-agent: x"}
+			c.headers(t, 1, fields, 1000, 0)
+			c.headers(t, 1, []string{"x-trailer: t"}, 1000, 0)
+			fields[3] = ":path: /a/path/the/table/does/not/have"
+			c.headers(t, 3, fields, 7, 0) // split: Rest between its frames
+			b := c.buf.Bytes()
+			feeds = []string{string(b[:len(b)-30]), string(b[len(b)-30 : len(b)-10]), string(b[len(b)-10:])}
+		}
+		want, got := fps(proto, false, feeds...), fps(proto, true, feeds...)
+		if len(want) != 2 || !reflect.DeepEqual(want, got) {
+			t.Fatalf("%v: with Rest %+v, without %+v", proto, got, want)
+		}
 	}
 }

@@ -74,13 +74,15 @@ type h2Tap struct {
 	window                   uint32
 	h2fp                     string // set by the first request
 	memo                     memo
+
+	hook func(hpack.HeaderField) // Conn.SetFieldHook's
 }
 
 func newH2Tap(c *Conn, cfg Config) *h2Tap {
 	t := &h2Tap{c: c, ja4h: cfg.JA4H, max: cfg.maxHeaderBytes()}
 	t.fields.seed = c.seed
 	t.dec = hpack.NewDecoder(4096, t.emit)
-	t.dec.SetAllowedMaxDynamicTableSize(maxHPACKTable)
+	t.dec.SetAllowedMaxDynamicTableSize(cfg.maxHPACKTable())
 	t.dec.SetMaxStringLength(t.max)
 	return t
 }
@@ -282,6 +284,9 @@ func (t *h2Tap) endFrame() error {
 
 // emit receives each decoded header field of the open block.
 func (t *h2Tap) emit(f hpack.HeaderField) {
+	if t.hook != nil {
+		t.hook(f)
+	}
 	if !t.blockReq || t.tooBig {
 		return
 	}
