@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -111,7 +110,7 @@ func (c *clientConn) Read(p []byte) (int, error) {
 // goroutine that waits for its next byte.
 func (c *clientConn) Close() error {
 	if c.parked.CompareAndSwap(true, false) {
-		c.s.park(c.Conn, c.deadline)
+		c.s.park(c.Conn, c.deadline, nil)
 		return nil
 	}
 	return c.Conn.Close()
@@ -122,16 +121,17 @@ func (c *clientConn) Close() error {
 // or the Server shuts down. On Linux one epoll instance waits for every
 // parked connection (park_linux.go); elsewhere, or should epoll refuse, a
 // goroutine waits for each.
-func (s *Server) park(hc *httpfp.Conn, deadline time.Time) {
+func (s *Server) park(hc *httpfp.Conn, deadline time.Time, h2 *h2Link) {
+	hc.Rest()
 	rc := rawConn(hc)
-	if rc == nil || !s.trackConn(hc) {
+	p := &parkedConn{s: s, hc: hc, rc: rc, h2: h2}
+	p.mu.Lock() // until p is set up: done, which may be called at once, waits
+	if rc == nil || !s.trackParked(p) {
+		p.mu.Unlock()
 		_ = hc.Close()
 		return
 	}
 	s.parked.Add(1)
-	p := &parkedConn{s: s, hc: hc, rc: rc}
-	p.mu.Lock() // until p is set up: done, which may be called at once, waits
-	p.stop = context.AfterFunc(s.hsCtx, func() { p.done(errShutdown) })
 	if !deadline.IsZero() {
 		p.timer = time.AfterFunc(time.Until(deadline), func() { p.done(errIdleTimeout) })
 	}
@@ -165,6 +165,7 @@ func (s *Server) park(hc *httpfp.Conn, deadline time.Time) {
 var (
 	errShutdown    = errors.New("edge: shutting down")
 	errIdleTimeout = errors.New("edge: idle timeout")
+	errHungUp      = errors.New("edge: the client hung up") // a parked connection's
 )
 
 // parkedConn is a parked connection.
@@ -172,10 +173,10 @@ type parkedConn struct {
 	s  *Server
 	hc *httpfp.Conn
 	rc syscall.RawConn
-	id uint64 // its key in the poller
+	h2 *h2Link // an HTTP/2 connection's, nil for HTTP/1
+	id uint64  // its key in the poller
 
 	mu       sync.Mutex // held while park sets p up, and done takes it down
-	stop     func() bool
 	timer    *time.Timer
 	finished atomic.Bool
 }
@@ -187,17 +188,63 @@ func (p *parkedConn) done(err error) {
 		return
 	}
 	p.mu.Lock()
-	p.stop()
+	p.s.mu.Lock()
+	delete(p.s.parkedConns, p)
+	p.s.mu.Unlock()
 	if p.timer != nil {
 		p.timer.Stop()
 	}
 	p.s.poller.remove(p)
 	p.mu.Unlock()
 	p.s.parked.Add(-1)
+	if p.h2 != nil {
+		p.s.untrackConn(p.hc) // before resumeH2 tracks it again
+		switch {
+		case err == nil:
+			go p.s.resumeH2(p.h2)
+		case errors.Is(err, errHungUp):
+			_ = p.hc.Close()
+		default:
+			p.h2.goAway()
+		}
+		return
+	}
 	if err != nil || !p.s.h1ln.push(newClientConn(p.hc, p.s)) {
 		_ = p.hc.Close()
 	}
 	p.s.untrackConn(p.hc)
+}
+
+// trackParked tracks p's connection (trackConn) and registers p, where
+// Shutdown finds the parked connections to close, in one step: a
+// connection is either registered before Shutdown looks or refused.
+func (s *Server) trackParked(p *parkedConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shuttingDown {
+		return false
+	}
+	s.conns[p.hc] = struct{}{}
+	s.connWG.Add(1)
+	if s.parkedConns == nil {
+		s.parkedConns = map[*parkedConn]struct{}{}
+	}
+	s.parkedConns[p] = struct{}{}
+	return true
+}
+
+// closeParked ends every parked connection: Shutdown's first step, as
+// net/http closes its idle connections at once.
+func (s *Server) closeParked() {
+	s.mu.Lock()
+	parked := make([]*parkedConn, 0, len(s.parkedConns))
+	for p := range s.parkedConns {
+		parked = append(parked, p)
+	}
+	s.mu.Unlock()
+	for _, p := range parked {
+		p.done(errShutdown)
+	}
 }
 
 // parkAfter is parkAfter, or what a test set.

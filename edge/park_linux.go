@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"errors"
 	"sync"
 	"syscall"
 )
@@ -128,9 +127,6 @@ func (pl *poller) closeFDs() {
 	syscall.Close(pl.wake[1])
 	syscall.Close(pl.epfd)
 }
-
-// errHungUp ends a parked connection whose client closed it.
-var errHungUp = errors.New("edge: the client hung up")
 
 // maxGoodbye is the most a client that hangs up sends before its FIN: a
 // TLS alert record (close_notify), 24 bytes in TLS 1.3 and 31 in TLS 1.2

@@ -30,6 +30,8 @@ func parkEdgeWith(t *testing.T, extra string, noPoll bool) (*testEdge, chan bool
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Echo-H2fp", r.Header.Get("X-Maat-H2fp"))
+		w.Header().Set("Echo-Order", r.Header.Get("X-Maat-Header-Order"))
 		fmt.Fprintf(w, "%s %s %q ja4=%t", r.Method, r.URL.Path, body, r.Header.Get("X-Maat-Ja4") != "")
 	}))
 	t.Cleanup(up.Close)
@@ -40,6 +42,7 @@ func parkEdgeWith(t *testing.T, extra string, noPoll bool) (*testEdge, chan bool
 	}
 	checks := make(chan bool, 16)
 	cfg.parkAfter = 50 * time.Millisecond
+	cfg.Demo = true // the fingerprints sent upstream, echoed
 	cfg.parkNoPoll = noPoll
 	cfg.parkCheck = func(atRest bool) {
 		select {

@@ -77,7 +77,8 @@ type Server struct {
 	listeners    []net.Listener
 	udp          net.PacketConn
 	conns        map[net.Conn]struct{} // TCP connections in their handshake or HTTP/2
-	connWG       sync.WaitGroup        // Add only under mu while !shuttingDown
+	parkedConns  map[*parkedConn]struct{}
+	connWG       sync.WaitGroup // Add only under mu while !shuttingDown
 	shuttingDown bool
 }
 
@@ -203,7 +204,7 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 	// reads a frame into keeps the size of the largest it met, for as long
 	// as the connection lives.
 	s.h2 = &http2.Server{IdleTimeout: t.Idle.D(), MaxConcurrentStreams: uint32(cfg.Limits.H2Streams),
-		MaxReadFrameSize: h2MaxFrame}
+		MaxReadFrameSize: h2MaxFrame, MaxDecoderHeaderTableSize: h2DecoderTable}
 	if err := http2.ConfigureServer(s.h1, s.h2); err != nil { // graceful GOAWAY on Shutdown
 		h.Close()
 		return nil, fmt.Errorf("edge: http2: %w", err)
@@ -213,6 +214,10 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 
 // h2MaxFrame is the largest HTTP/2 frame the edge reads.
 const h2MaxFrame = 16 << 10
+
+// h2DecoderTable is the HPACK dynamic table a client may have the edge
+// keep: x/net's default, which s.h2 keeps.
+const h2DecoderTable = 4096
 
 func certsConfig(cfg *Config) certs.Config {
 	c := certs.Config{
@@ -460,6 +465,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.hsCancel()
+	s.closeParked()
 
 	var errs []error
 	var wg sync.WaitGroup

@@ -16,7 +16,6 @@ import (
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/proxyproto"
 	"github.com/maatproxy/maat/tlsfp"
-	"golang.org/x/net/http2"
 )
 
 // wrapTCP stacks the readers of a TCP connection's first bytes: the PROXY
@@ -131,21 +130,15 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 	s.metrics.handshakes.WithLabelValues("ok", "tcp").Inc()
 	s.seen.add(peer)
 	st := tc.ConnectionState()
-	hcfg := httpfp.Config{JA4H: s.handler.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: s.h1.MaxHeaderBytes}
+	// The tap's HPACK table is the client's for as long as the connection
+	// lives (a parked HTTP/2 connection's header blocks are read through
+	// it): it takes no more than x/net's server takes.
+	hcfg := httpfp.Config{JA4H: s.handler.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: s.h1.MaxHeaderBytes,
+		MaxHPACKTable: h2DecoderTable}
 	switch st.NegotiatedProtocol {
 	case "h2":
-		hc := httpfp.NewConn(tc, httpfp.H2, hcfg)
-		return func() {
-			s.h2.ServeConn(hc, &http2.ServeConnOpts{
-				Context:    connContext(s.bg, hc),
-				BaseConfig: s.h1,
-				Handler:    s.h1.Handler,
-			})
-			if err := hc.Err(); err != nil {
-				s.log.LogAttrs(context.Background(), slog.LevelInfo, "http2_fingerprint_failed",
-					slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error()))
-			}
-		}
+		l := newH2Link(s, httpfp.NewConn(tc, httpfp.H2, hcfg))
+		return func() { s.serveH2(l) }
 	case "acme-tls/1":
 		_ = tc.Close() // the TLS-ALPN-01 answer was the handshake itself
 	default:
@@ -161,6 +154,15 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 // parked), and logs, when one ends, why its header capture stopped, if it
 // did.
 func (s *Server) connState(c net.Conn, st http.ConnState) {
+	if h2, ok := c.(*h2Conn); ok {
+		switch st {
+		case http.StateIdle:
+			h2.setIdle()
+		case http.StateActive:
+			h2.setActive()
+		}
+		return
+	}
 	hc, ok := c.(*clientConn)
 	switch {
 	case !ok:
