@@ -70,6 +70,11 @@ type h2Link struct {
 	recvData   int64  // DATA payload bytes received
 	lastStream uint32 // the highest stream the client opened
 	inBlock    bool   // within a header block
+	// Frames owed an answer, answered: SETTINGS each way and the
+	// client's PINGs. A connection owed one is not parked: a new server
+	// would not know of it (or, given an acknowledgement it did not ask
+	// for, would end the connection). Each side's are set by its scan.
+	inSettings, inAcks, inPings, outSettings, outAcks, outPingAcks int
 
 	// Set by writes:
 	granted   int64 // the server's connection WINDOW_UPDATEs
@@ -189,6 +194,16 @@ func (l *h2Link) scanIn(p []byte) {
 				l.inBlock = s.flags&http2.FlagContinuationEndHeaders == 0
 			case http2.FrameGoAway:
 				l.goaway.Store(true)
+			case http2.FrameSettings:
+				if s.flags&http2.FlagSettingsAck != 0 {
+					l.inAcks++
+				} else {
+					l.inSettings++
+				}
+			case http2.FramePing:
+				if s.flags&http2.FlagPingAck == 0 {
+					l.inPings++
+				}
 			}
 		case item && s.typ == http2.FrameSettings:
 			if id := binary.BigEndian.Uint16(s.item[:]); id > 0 && int(id) < len(l.settings) {
@@ -268,10 +283,13 @@ type h2Conn struct {
 	blockSize int64 // of the header block being translated, as x/net counts it
 	maxList   int64 // x/net's header list limit
 	scratch   []byte
-	drop      bool // the current frame's payload is not passed on
-	rewrite   bool // the current frame is a header block fragment to translate
-	first     bool // and the first of its block (HEADERS)
-	passLeft  int  // payload bytes of a passed frame still to read into the caller's buffer
+	drop      bool    // the current frame's payload is not passed on
+	rewrite   bool    // the current frame is a header block fragment to translate
+	first     bool    // and the first of its block (HEADERS)
+	prefix    [6]byte // a HEADERS frame's pad length and priority, as read
+	prefixLen int     // their size
+	prefixGot int
+	passLeft  int // payload bytes of a passed frame still to read into the caller's buffer
 
 	idle    atomic.Bool // x/net said idle
 	short   atomic.Bool // the read deadline set is the time to park
@@ -373,11 +391,17 @@ func (c *h2Conn) tryPark() bool {
 	if !parkable || !c.idle.Load() || !l.atRest() || l.hc.Err() != nil || rawConn(l.hc) == nil {
 		return false
 	}
+	// x/net writes a frame it queued at once, unless the client does not
+	// read (then a Write is under way, and the connection stays): a server
+	// idle for parkAfter with no Write under way has written what it
+	// queued. (A frame still queued would be lost with x/net's
+	// connection; only a server starved of the CPU for that long has one.)
 	if !c.wmu.TryLock() {
 		return false // a write is under way: a client not reading
 	}
 	defer c.wmu.Unlock()
-	if c.swallow > 0 || l.goaway.Load() || l.out.hn != 0 || l.sendWindow() < h2InitialWindow || l.startupWU < 0 {
+	if c.swallow > 0 || l.goaway.Load() || l.out.hn != 0 || l.sendWindow() < h2InitialWindow || l.startupWU < 0 ||
+		l.outSettings != l.inAcks || l.inSettings != l.outAcks || l.inPings != l.outPingAcks {
 		return false
 	}
 	if t := l.s.h2.IdleTimeout; t > 0 && time.Since(time.Unix(0, l.idleSince.Load())) >= t {
@@ -439,6 +463,9 @@ func (c *h2Conn) translateStep() error {
 	}
 	n, err := c.read(c.scratch[:min(len(c.scratch), s.left)])
 	l.scanIn(c.scratch[:n])
+	if c.rewrite && c.prefixGot < c.prefixLen {
+		c.prefixGot += copy(c.prefix[c.prefixGot:c.prefixLen], c.scratch[:n])
+	}
 	if err != nil {
 		return err
 	}
@@ -463,8 +490,15 @@ func (c *h2Conn) startFrame() error {
 		c.drop = true // what x/net does with them on a closed stream
 	case (s.typ == http2.FrameHeaders || s.typ == http2.FrameContinuation) && s.length <= h2MaxFrame:
 		c.rewrite, c.first = true, s.typ == http2.FrameHeaders
+		c.prefixLen, c.prefixGot = 0, 0
 		if c.first {
 			c.blockSize = 0
+			if s.flags&http2.FlagHeadersPadded != 0 {
+				c.prefixLen++
+			}
+			if s.flags&http2.FlagHeadersPriority != 0 {
+				c.prefixLen += 5
+			}
 		}
 	default:
 		c.pend = append(c.scratchPend(), s.hdr[:]...)
@@ -487,7 +521,8 @@ func (c *h2Conn) scratchPend() []byte {
 // endFrame queues the translation of a header block fragment whose bytes
 // the tap has decoded: the fields it completed, as one frame or more of
 // at most h2MaxFrame, HEADERS first for a HEADERS frame, END_HEADERS on
-// the last when it was on the fragment. Padding and priority go.
+// the last when it was on the fragment. Padding goes; a priority stays
+// (x/net refuses a stream that depends on itself).
 func (c *h2Conn) endFrame() {
 	if !c.rewrite {
 		return
@@ -498,16 +533,22 @@ func (c *h2Conn) endFrame() {
 	b := c.encBuf.Bytes()
 	out := c.scratchPend()
 	for first := true; first || len(b) > 0; first = false {
-		chunk := b[:min(len(b), h2MaxFrame)]
-		b = b[len(chunk):]
+		var prio []byte
 		typ, flags := http2.FrameContinuation, http2.Flags(0)
 		if first && c.first {
 			typ, flags = http2.FrameHeaders, s.flags&http2.FlagHeadersEndStream
+			if s.flags&http2.FlagHeadersPriority != 0 && c.prefixGot == c.prefixLen {
+				prio = c.prefix[c.prefixLen-5 : c.prefixLen]
+				flags |= http2.FlagHeadersPriority
+			}
 		}
+		chunk := b[:min(len(b), h2MaxFrame-len(prio))]
+		b = b[len(chunk):]
 		if end && len(b) == 0 {
 			flags |= http2.FlagHeadersEndHeaders
 		}
-		out = appendFrameHeader(out, len(chunk), typ, flags, s.stream)
+		out = appendFrameHeader(out, len(prio)+len(chunk), typ, flags, s.stream)
+		out = append(out, prio...)
 		out = append(out, chunk...)
 	}
 	c.pend = out
@@ -582,6 +623,12 @@ func (l *h2Link) scanOut(p []byte, c *h2Conn) []byte {
 				l.sentData += int64(s.length)
 			case s.typ == http2.FrameGoAway:
 				l.goaway.Store(true)
+			case s.typ == http2.FrameSettings && s.flags&http2.FlagSettingsAck != 0:
+				l.outAcks++
+			case s.typ == http2.FrameSettings:
+				l.outSettings++
+			case s.typ == http2.FramePing && s.flags&http2.FlagPingAck != 0:
+				l.outPingAcks++
 			}
 			if c != nil {
 				out = append(out, s.hdr[:]...)

@@ -437,6 +437,10 @@ func TestH2ParkedWindows(t *testing.T) {
 				t.Fatalf("stream %d: %v after %d bytes of the answer", id, err, got)
 			}
 			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					_ = fr.WriteSettingsAck()
+				}
 			case *http2.WindowUpdateFrame:
 				if f.StreamID == 0 {
 					sendWindow += int64(f.Increment)
