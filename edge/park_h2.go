@@ -295,6 +295,7 @@ type h2Conn struct {
 	short   atomic.Bool // the read deadline set is the time to park
 	active  atomic.Bool // x/net said active at least once (its startup pair aside)
 	parking atomic.Bool // the last Read parked it; Close hands it over
+	probing atomic.Bool // probe is not probeNone
 
 	gone atomic.Bool // parked: the connection is no longer this one's
 
@@ -304,6 +305,7 @@ type h2Conn struct {
 	holding bool       // a header's first bytes are held
 	topUp   int64      // what brings the client's window to the new server's
 	outAct  outAction  // of the frame being written
+	probe   int        // probeNone…; under wmu
 	wbuf    []byte
 
 	sawSettings, sawWU, sawAck bool
@@ -371,45 +373,107 @@ func (c *h2Conn) setActive() {
 func (c *h2Conn) read(p []byte) (int, error) {
 	for {
 		n, err := c.Conn.Read(p)
+		if n > 0 && c.probing.Load() {
+			c.clientSpoke()
+		}
 		if n > 0 || !isTimeout(err) || !c.short.Load() {
 			return n, err
 		}
-		if c.tryPark() {
+		switch c.parkStep() {
+		case parkNow:
 			return 0, io.EOF
-		}
-		c.short.Store(false)
-		if err := c.Conn.SetReadDeadline(time.Time{}); err != nil {
-			return 0, err
+		case parkProbe:
+			_ = c.Conn.SetReadDeadline(time.Now().Add(probeWait))
+			return 0, nil // the caller reads the probe from pend
+		case parkWait:
+			if err := c.Conn.SetReadDeadline(time.Now().Add(probeWait)); err != nil {
+				return 0, err
+			}
+		default:
+			c.short.Store(false)
+			if err := c.Conn.SetReadDeadline(time.Time{}); err != nil {
+				return 0, err
+			}
 		}
 	}
 }
 
-// tryPark reports whether the connection can be parked, and if so marks
-// it parked.
-func (c *h2Conn) tryPark() bool {
-	l := c.l
-	if !parkable || !c.idle.Load() || !l.atRest() || l.hc.Err() != nil || rawConn(l.hc) == nil {
-		return false
+// What parkStep decides.
+type parkAction uint8
+
+const (
+	parkNo    parkAction = iota // the connection stays with x/net
+	parkProbe                   // the probe is in pend, for x/net to read
+	parkWait                    // the probe's acknowledgement is still to come
+	parkNow                     // parked: x/net is to read io.EOF
+)
+
+// probeWait is how often a connection whose probe is out looks whether its
+// acknowledgement was written.
+const probeWait = 5 * time.Millisecond
+
+// The probe: a PING x/net reads as if the client had sent it. x/net
+// queues its acknowledgement behind every frame it queued before (it
+// writes the connection's control frames in order, one at a time, and an
+// idle connection has no stream's frame to write), so once the edge has
+// taken the acknowledgement out of what x/net writes, nothing x/net meant
+// to send is left in its queue, and its connection can end.
+var probePing = appendFrameHeader(nil, 8, http2.FramePing, 0, 0) // payload: 8 zero bytes
+
+func init() { probePing = append(probePing, make([]byte, 8)...) }
+
+// Probe states.
+const (
+	probeNone  = iota
+	probeOut   // read by x/net; its acknowledgement to be taken out
+	probeAcked // taken out: x/net's queue was empty
+	probeStale // out, but the client spoke since: taken out, it says nothing
+)
+
+// clientSpoke ends the probe's say: a frame the client sent may have been
+// answered after the acknowledgement.
+func (c *h2Conn) clientSpoke() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	switch c.probe {
+	case probeOut:
+		c.probe = probeStale
+	case probeAcked:
+		c.probe = probeNone
+		c.probing.Store(false)
 	}
-	// x/net writes a frame it queued at once, unless the client does not
-	// read (then a Write is under way, and the connection stays): a server
-	// idle for parkAfter with no Write under way has written what it
-	// queued. (A frame still queued would be lost with x/net's
-	// connection; only a server starved of the CPU for that long has one.)
+}
+
+// parkStep decides what an idle connection whose time to park passed does:
+// stay, or send the probe, or wait for its acknowledgement, or park.
+func (c *h2Conn) parkStep() parkAction {
+	l := c.l
+	if !parkable || !c.idle.Load() || !l.atRest() || len(c.pend) > 0 || l.hc.Err() != nil || rawConn(l.hc) == nil {
+		return parkNo
+	}
 	if !c.wmu.TryLock() {
-		return false // a write is under way: a client not reading
+		return parkNo // a write is under way: a client not reading
 	}
 	defer c.wmu.Unlock()
 	if c.swallow > 0 || l.goaway.Load() || l.out.hn != 0 || l.sendWindow() < h2InitialWindow || l.startupWU < 0 ||
 		l.outSettings != l.inAcks || l.inSettings != l.outAcks || l.inPings != l.outPingAcks {
-		return false
+		return parkNo
 	}
 	if t := l.s.h2.IdleTimeout; t > 0 && time.Since(time.Unix(0, l.idleSince.Load())) >= t {
-		return false // x/net's idle timer is about to end it
+		return parkNo // x/net's idle timer is about to end it
+	}
+	switch c.probe {
+	case probeNone:
+		c.probe = probeOut
+		c.probing.Store(true)
+		c.pend = append(c.scratchPend(), probePing...)
+		return parkProbe
+	case probeOut, probeStale:
+		return parkWait
 	}
 	c.dead = true
 	c.parking.Store(true)
-	return true
+	return parkNow
 }
 
 // Read gives x/net the client's frames, after the greeting of a resumed
@@ -565,7 +629,7 @@ func (c *h2Conn) Write(p []byte) (int, error) {
 	if c.dead {
 		return 0, net.ErrClosed
 	}
-	if c.swallow == 0 && !c.holding {
+	if c.swallow == 0 && !c.holding && (c.probe == probeNone || c.probe == probeAcked) {
 		c.l.scanOut(p, nil)
 		return c.Conn.Write(p)
 	}
@@ -664,6 +728,16 @@ func (l *h2Link) scanOut(p []byte, c *h2Conn) []byte {
 // of each.
 func (c *h2Conn) startupAction() outAction {
 	s := &c.l.out
+	if s.typ == http2.FramePing && s.flags&http2.FlagPingAck != 0 && (c.probe == probeOut || c.probe == probeStale) {
+		// The probe's: written after every frame queued before it.
+		if c.probe == probeOut {
+			c.probe = probeAcked
+		} else {
+			c.probe = probeNone
+			c.probing.Store(false)
+		}
+		return outDrop
+	}
 	if c.swallow == 0 {
 		return outPass
 	}
