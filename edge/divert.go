@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -76,11 +77,13 @@ func (h *Handler) newDiverters() map[string]*diverter {
 			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 				st := stateOf(r)
 				st.upstreamErr = err
-				if r.Context().Err() != nil {
-					st.status = 499
+				if errors.Is(r.Context().Err(), context.Canceled) {
+					st.status = 499 // the client went away
 					return
 				}
-				h.challenger.Deny(w, r, st.id, "policy") // the tarpit is down: a plain deny
+				// The tarpit is down, or did not answer within max_duration
+				// (its connections all busy): a plain deny, not an empty 200.
+				h.challenger.Deny(w, r, st.id, "policy")
 			},
 			BufferPool: newBufferPool(),
 			// A cut at max_bytes or max_duration is the bound working,

@@ -351,3 +351,26 @@ func TestDivertOwnPool(t *testing.T) {
 		t.Errorf("the holding request: %s", got)
 	}
 }
+
+// TestDivertSilentTarpitDenied: a divert target that has not answered
+// within max_duration (hung, or its connections all busy) is a plain
+// deny, as a target that is down — not an empty 200.
+func TestDivertSilentTarpitDenied(t *testing.T) {
+	t.Parallel()
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	t.Cleanup(silent.Close)
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(pol, []byte("bots:\n  - {name: ai, user_agent_regex: GPTBot, action: DIVERT, divert_to: tarpit}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newTestHandler(t, "policy: "+pol+"\n"+
+		"divert: {tarpit: {upstream: "+silent.URL+", max_duration: 300ms}}\n"+
+		"sites: [{hosts: [localhost], upstream: "+silent.URL+"}]\n")
+	c := handlerClient(h, "h2")
+	res, body := get(t, c, handlerURL("/article"), "User-Agent", gptUA)
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("a silent divert target: %d %.60q, want 403", res.StatusCode, body)
+	}
+}
