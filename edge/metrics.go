@@ -89,6 +89,11 @@ type collectorFunc struct {
 func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
 
+// addGaugeFunc registers a gauge read at scrape time.
+func (m *metrics) addGaugeFunc(name, help string, f func() float64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+}
+
 // addCounterFunc registers a counter read at scrape time (e.g. log lines).
 func (m *metrics) addCounterFunc(name, help string, labels prometheus.Labels, f func() float64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f))

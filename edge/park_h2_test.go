@@ -99,6 +99,15 @@ func h2ConnectionsPark(t *testing.T, noPoll bool) {
 	if n := dials.Load(); n != 1 {
 		t.Fatalf("the client dialed %d times, want 1", n)
 	}
+	res, err := http.Get("http://" + e.Addrs().Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if !strings.Contains(string(b), "\nmaat_connections_parked 1\n") {
+		t.Errorf("metrics: no maat_connections_parked 1 in\n%s", b)
+	}
 }
 
 // TestH2ParkedStreams: after parking, frames on the streams closed before

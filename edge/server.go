@@ -69,7 +69,7 @@ type Server struct {
 	trusted trustedProxies // exempt from conns1
 	quicHS  atomic.Int64   // QUIC handshakes in progress
 	seen    *seenAddrs     // addresses that completed a handshake lately
-	parked  atomic.Int64   // idle HTTP/1 connections parked (park.go)
+	parked  atomic.Int64   // idle connections parked (park.go, park_h2.go)
 	poller  *poller        // waits for them (nil: a goroutine each)
 	quicTr  *quic.Transport
 
@@ -174,6 +174,8 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 	}
 	s.metrics = newMetrics(s.certs.Status)
 	s.env.metrics = s.metrics
+	s.metrics.addGaugeFunc("maat_connections_parked", "Idle client connections parked: holding no buffer and no goroutine until their next byte.",
+		func() float64 { return float64(s.parked.Load()) })
 	if w := s.env.FPLog; w != nil {
 		s.metrics.addCounterFunc("maat_fplog_lines_total", "Fingerprint log lines by result.",
 			map[string]string{"result": "written"}, func() float64 { return float64(w.Written()) })
