@@ -178,7 +178,7 @@ func (l *h2Link) scanIn(p []byte) {
 	}
 	s := &l.in
 	for len(p) > 0 {
-		n, head, item := s.step(p, itemOf(s, s.hn < len(s.hdr)))
+		n, head, item := s.step(p, inItem(s)) // (a header's bytes take no item size)
 		p = p[n:]
 		switch {
 		case head:
@@ -213,14 +213,6 @@ func (l *h2Link) scanIn(p []byte) {
 			l.clientWU += int64(binary.BigEndian.Uint32(s.item[:]) & (1<<31 - 1))
 		}
 	}
-}
-
-// itemOf is the item size to collect: none while a header is read.
-func itemOf(s *frameScan, inHeader bool) int {
-	if inHeader {
-		return 0
-	}
-	return inItem(s)
 }
 
 // atRest reports whether the client's bytes so far end between frames,

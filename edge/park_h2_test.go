@@ -173,14 +173,20 @@ func h2Raw(t *testing.T, e *testEdge) (*http2.Framer, *tls.Conn) {
 	return fr, conn
 }
 
+// h2Fields encodes a request's header fields with enc: method, path, and
+// an honest client's User-Agent.
+func h2Fields(enc *hpack.Encoder, method, path string) {
+	for _, f := range [][2]string{{":method", method}, {":scheme", "https"}, {":authority", "localhost"}, {":path", path}, {"user-agent", "curl/8.5.0"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+}
+
 // h2RawHeaders sends a GET's HEADERS on stream id.
 func h2RawHeaders(t *testing.T, fr *http2.Framer, id uint32, path string) {
 	t.Helper()
 	var buf bytes.Buffer
 	enc := hpack.NewEncoder(&buf)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "localhost"}, {":path", path}, {"user-agent", "curl/8.5.0"}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
+	h2Fields(enc, "GET", path)
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: buf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -343,9 +349,7 @@ func TestH2ParkedHeaderLimits(t *testing.T) {
 	enc := hpack.NewEncoder(&buf)
 	block := func(extra func()) []byte {
 		buf.Reset()
-		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "localhost"}, {":path", "/big"}, {"user-agent", "curl/8.5.0"}} {
-			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-		}
+		h2Fields(enc, "GET", "/big")
 		extra()
 		return append([]byte(nil), buf.Bytes()...)
 	}
@@ -425,9 +429,7 @@ func TestH2ParkedWindows(t *testing.T) {
 	post := func(id uint32, body []byte) int {
 		var buf bytes.Buffer
 		enc := hpack.NewEncoder(&buf)
-		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", "localhost"}, {":path", "/p"}, {"user-agent", "curl/8.5.0"}} {
-			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-		}
+		h2Fields(enc, "POST", "/p")
 		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: buf.Bytes(), EndHeaders: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -506,9 +508,7 @@ func TestH2ParkedTableSize(t *testing.T) {
 	enc := hpack.NewEncoder(&buf)
 	enc.SetMaxDynamicTableSizeLimit(1 << 16)
 	enc.SetMaxDynamicTableSize(1 << 16) // a size update first in the block
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "localhost"}, {":path", "/t"}, {"user-agent", "curl/8.5.0"}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
+	h2Fields(enc, "GET", "/t")
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: buf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
