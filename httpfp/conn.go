@@ -217,12 +217,12 @@ func (c *Conn) Rest() {
 	case *h1Tap:
 		if t.state == h1LineStart {
 			t.buf, t.ends, t.val, t.cookies = nil, nil, nil, nil
-			t.memo = memo{}
+			t.memo = nil
 		}
 	case *h2Tap:
 		if !t.inBlock {
 			t.fields.names, t.fields.cookies = nil, nil
-			t.memo = memo{}
+			t.memo = nil
 		}
 	}
 }

@@ -75,7 +75,7 @@ type h1Tap struct {
 	chunkLine int
 	digits    int
 
-	memo memo
+	memo *memo // nil until a request needs it, and after Conn.Rest
 }
 
 func newH1Tap(c *Conn, cfg Config) *h1Tap {
@@ -411,6 +411,9 @@ func (t *h1Tap) endHeader() error {
 	p := &pending{}
 	mu := string(t.buf[:t.tEnd])
 	p.method, p.uri = mu[:t.mEnd], mu[t.mEnd:]
+	if t.memo == nil {
+		t.memo = new(memo)
+	}
 	p.fp.Names, p.fp.HFP, p.fp.HFPR = t.memo.getJoined(H1, t.buf[t.tEnd:], t.ends, t.tEnd)
 	p.fp.Ordered = true
 	if t.ja4h {

@@ -73,7 +73,7 @@ type h2Tap struct {
 	settingsSeen, windowSeen bool
 	window                   uint32
 	h2fp                     string // set by the first request
-	memo                     memo
+	memo                     *memo  // nil until a request needs it, and after Conn.Rest
 
 	hook func(hpack.HeaderField) // Conn.SetFieldHook's
 }
@@ -309,7 +309,10 @@ func (t *h2Tap) endBlock() error {
 	if t.h2fp == "" {
 		t.h2fp = t.fingerprint(t.fields.names)
 	}
-	t.c.push(t.fields.pending(H2, t.ja4h, t.h2fp, &t.memo))
+	if t.memo == nil {
+		t.memo = new(memo)
+	}
+	t.c.push(t.fields.pending(H2, t.ja4h, t.h2fp, t.memo))
 	return nil
 }
 
