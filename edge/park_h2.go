@@ -275,7 +275,6 @@ type h2Conn struct {
 	blockSize int64 // of the header block being translated, as x/net counts it
 	maxList   int64 // x/net's header list limit
 	scratch   []byte
-	drop      bool    // the current frame's payload is not passed on
 	rewrite   bool    // the current frame is a header block fragment to translate
 	first     bool    // and the first of its block (HEADERS)
 	prefix    [6]byte // a HEADERS frame's pad length and priority, as read
@@ -537,13 +536,14 @@ func (c *h2Conn) translateStep() error {
 // startFrame decides what becomes of the frame whose header was just read.
 func (c *h2Conn) startFrame() error {
 	s := &c.l.in
-	c.drop, c.rewrite = false, false
+	c.rewrite = false
 	old := s.stream != 0 && s.stream <= c.l.oldMax
 	switch {
 	case old && (s.typ == http2.FrameHeaders || s.typ == http2.FrameData):
 		return errOldStream
 	case old && (s.typ == http2.FrameWindowUpdate || s.typ == http2.FrameRSTStream || s.typ == http2.FramePriority):
-		c.drop = true // what x/net does with them on a closed stream
+		// Dropped (read, not passed on): what x/net does with them on a
+		// closed stream.
 	case (s.typ == http2.FrameHeaders || s.typ == http2.FrameContinuation) && s.length <= h2MaxFrame:
 		c.rewrite, c.first = true, s.typ == http2.FrameHeaders
 		c.prefixLen, c.prefixGot = 0, 0
