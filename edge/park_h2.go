@@ -46,8 +46,10 @@ import (
 //     (dropped, or for HEADERS and DATA, the end of the connection).
 //
 // A connection is parked only between frames, with no stream open and no
-// GOAWAY either way, nothing being written, and when the new server's
-// windows can be brought to the client's. The idle timeout runs on across
+// GOAWAY either way, nothing being written, no SETTINGS or PING
+// acknowledgement owed either way, once a probe has shown x/net's write
+// queue empty (parkStep), and when the new server's windows can be brought
+// to the client's. The idle timeout runs on across
 // parking; a parked connection the timeout or Shutdown ends is sent a
 // GOAWAY before it is closed, as x/net does.
 
