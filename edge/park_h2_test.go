@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -521,5 +522,54 @@ func TestH2ParkedTableSize(t *testing.T) {
 		if _, ok := f.(*http2.MetaHeadersFrame); ok {
 			t.Fatal("a request asking for a 64 KiB HPACK table was answered")
 		}
+	}
+}
+
+// TestH2ParkedTrailers: on a resumed connection, a request's trailers — a
+// header block on an open stream, after its body, which Go's client
+// encodes with its HPACK table — are translated like any other: the
+// request ends well. (The edge does not forward request trailers to the
+// upstream, as httputil.ReverseProxy does not: its outgoing request's
+// Trailer is a copy made before the body was read.)
+func TestH2ParkedTrailers(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s", body)
+	}))
+	t.Cleanup(up.Close)
+	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("", "policy: \"\"\nsites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.parkAfter = 50 * time.Millisecond
+	e := startEdgeConfig(t, cfg, io.Discard)
+	c, dials := h2OneConn(t, e)
+	for i := range 3 {
+		if code, _, _ := h2Do(t, c, "GET", "/warm", ""); code != 200 {
+			t.Fatalf("GET: %d", code)
+		}
+		waitParked(t, e, 1)
+		pr, pw := io.Pipe()
+		req, _ := http.NewRequest("POST", "https://localhost/t", pr)
+		req.Header.Set("User-Agent", "curl/8.5.0")
+		req.Trailer = http.Header{"X-Checksum": nil}
+		go func() {
+			_, _ = io.WriteString(pw, "the body")
+			req.Trailer.Set("X-Checksum", fmt.Sprint("sum-", i))
+			pw.Close()
+		}()
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || string(b) != "the body" {
+			t.Fatalf("round %d: %d %q", i, res.StatusCode, b)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("the client dialed %d times, want 1", n)
 	}
 }
