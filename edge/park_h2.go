@@ -115,7 +115,6 @@ type frameScan struct {
 	length int // of the current frame's payload
 	item   [6]byte
 	in     int
-	frames int // frames whose header was read
 }
 
 // step consumes a prefix of p: a header's bytes or payload bytes of the
@@ -133,7 +132,6 @@ func (s *frameScan) step(p []byte, itemSize int) (n int, head, item bool) {
 		s.typ, s.flags = http2.FrameType(s.hdr[3]), http2.Flags(s.hdr[4])
 		s.stream = binary.BigEndian.Uint32(s.hdr[5:]) & (1<<31 - 1)
 		s.in = 0
-		s.frames++
 		if s.left == 0 {
 			s.hn = 0
 		}
@@ -160,10 +158,12 @@ func (s *frameScan) step(p []byte, itemSize int) (n int, head, item bool) {
 // ended reports whether the last step ended a frame.
 func (s *frameScan) ended() bool { return s.hn == 0 }
 
-// inItem is the item size scanIn collects for the current frame.
-func inItem(s *frameScan) int {
+// itemSize is the size of the items to collect of the current frame's
+// payload: a connection WINDOW_UPDATE's increment, and with settings a
+// SETTINGS frame's entries. (A header's bytes take none.)
+func (s *frameScan) itemSize(settings bool) int {
 	switch {
-	case s.typ == http2.FrameSettings && s.flags&http2.FlagSettingsAck == 0 && s.stream == 0:
+	case settings && s.typ == http2.FrameSettings && s.flags&http2.FlagSettingsAck == 0 && s.stream == 0:
 		return 6
 	case s.typ == http2.FrameWindowUpdate && s.stream == 0:
 		return 4
@@ -180,7 +180,7 @@ func (l *h2Link) scanIn(p []byte) {
 	}
 	s := &l.in
 	for len(p) > 0 {
-		n, head, item := s.step(p, inItem(s)) // (a header's bytes take no item size)
+		n, head, item := s.step(p, s.itemSize(true))
 		p = p[n:]
 		switch {
 		case head:
@@ -294,15 +294,23 @@ type h2Conn struct {
 
 	wmu     sync.Mutex // held by Write; taken to park, so nothing is being written
 	dead    bool       // parked: writes fail
-	swallow int        // startup frames of a resumed server still to drop or rewrite
+	startup startup    // a resumed server's startup frames still to take out
 	holding bool       // a header's first bytes are held
 	topUp   int64      // what brings the client's window to the new server's
 	outAct  outAction  // of the frame being written
 	probe   int        // probeNone…; under wmu
 	wbuf    []byte
-
-	sawSettings, sawWU, sawAck bool
 }
+
+// startup is a set of a resumed server's startup frames: those the client
+// has had from the first server.
+type startup uint8
+
+const (
+	startSettings startup = 1 << iota // its SETTINGS
+	startAck                          // its acknowledgement of the greeting's
+	startWindow                       // its connection WINDOW_UPDATE
+)
 
 // errOldStream ends a resumed connection whose client sent HEADERS or DATA
 // on a stream closed before it was parked, as x/net ends one that does.
@@ -319,9 +327,9 @@ func (l *h2Link) conn() *h2Conn {
 		if l.s.h1.MaxHeaderBytes <= 0 {
 			c.maxList = 1<<20 + 10*32
 		}
-		c.swallow = 2 // its SETTINGS and the acknowledgement of the client's
+		c.startup = startSettings | startAck
 		if l.startupWU > 0 {
-			c.swallow++ // and its WINDOW_UPDATE
+			c.startup |= startWindow
 			c.topUp = h2InitialWindow + l.startupWU - l.recvWindow()
 		}
 		l.hc.SetFieldHook(c.field)
@@ -448,7 +456,7 @@ func (c *h2Conn) parkStep() parkAction {
 		return parkNo // a write is under way: a client not reading
 	}
 	defer c.wmu.Unlock()
-	if c.swallow > 0 || l.goaway.Load() || l.out.hn != 0 || l.sendWindow() < h2InitialWindow || l.startupWU < 0 ||
+	if c.startup != 0 || l.goaway.Load() || l.out.hn != 0 || l.sendWindow() < h2InitialWindow || l.startupWU < 0 ||
 		l.outSettings != l.inAcks || l.inSettings != l.outAcks || l.inPings != l.outPingAcks {
 		return parkNo
 	}
@@ -623,7 +631,7 @@ func (c *h2Conn) Write(p []byte) (int, error) {
 	if c.dead {
 		return 0, net.ErrClosed
 	}
-	if c.swallow == 0 && !c.holding && (c.probe == probeNone || c.probe == probeAcked) {
+	if c.startup == 0 && !c.holding && (c.probe == probeNone || c.probe == probeAcked) {
 		c.l.scanOut(p, nil)
 		return c.Conn.Write(p)
 	}
@@ -660,11 +668,7 @@ func (l *h2Link) scanOut(p []byte, c *h2Conn) []byte {
 	}
 	for len(p) > 0 {
 		inHeader := s.hn < len(s.hdr)
-		item := 0
-		if !inHeader && s.typ == http2.FrameWindowUpdate && s.stream == 0 {
-			item = 4
-		}
-		n, head, full := s.step(p, item)
+		n, head, full := s.step(p, s.itemSize(false))
 		chunk := p[:n]
 		p = p[n:]
 		act := outPass
@@ -732,25 +736,22 @@ func (c *h2Conn) startupAction() outAction {
 		}
 		return outDrop
 	}
-	if c.swallow == 0 {
-		return outPass
-	}
+	var f startup
 	switch {
-	case s.typ == http2.FrameSettings && s.flags&http2.FlagSettingsAck == 0 && !c.sawSettings:
-		c.sawSettings = true
-	case s.typ == http2.FrameSettings && s.flags&http2.FlagSettingsAck != 0 && !c.sawAck:
-		c.sawAck = true
-	case s.typ == http2.FrameWindowUpdate && s.stream == 0 && c.l.startupWU > 0 && !c.sawWU:
-		c.sawWU = true
-		c.swallow--
-		if c.topUp > 0 {
-			return outReplace
-		}
-		return outDrop
-	default:
-		return outPass
+	case s.typ == http2.FrameSettings && s.flags&http2.FlagSettingsAck == 0:
+		f = startSettings
+	case s.typ == http2.FrameSettings:
+		f = startAck
+	case s.typ == http2.FrameWindowUpdate && s.stream == 0:
+		f = startWindow
 	}
-	c.swallow--
+	if c.startup&f == 0 {
+		return outPass // not a startup frame, or not the first of its kind
+	}
+	c.startup &^= f
+	if f == startWindow && c.topUp > 0 {
+		return outReplace
+	}
 	return outDrop
 }
 
