@@ -228,11 +228,9 @@ func (p *parkedConn) done(err error) {
 func (s *Server) trackParked(p *parkedConn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.shuttingDown {
+	if !s.trackLocked(p.hc) {
 		return false
 	}
-	s.conns[p.hc] = struct{}{}
-	s.connWG.Add(1)
 	if s.parkedConns == nil {
 		s.parkedConns = map[*parkedConn]struct{}{}
 	}

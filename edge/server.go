@@ -436,6 +436,11 @@ func (s *Server) Addrs() Addrs { return s.addrs }
 func (s *Server) trackConn(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.trackLocked(c)
+}
+
+// trackLocked is trackConn with s.mu held.
+func (s *Server) trackLocked(c net.Conn) bool {
 	if s.shuttingDown {
 		return false
 	}
