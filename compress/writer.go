@@ -137,8 +137,16 @@ func addVary(h http.Header) {
 			}
 		}
 	}
-	h["Vary"] = append(h["Vary"], "Accept-Encoding")
+	if v := h["Vary"]; len(v) > 0 {
+		h["Vary"] = append(v, "Accept-Encoding")
+		return
+	}
+	h["Vary"] = varyAcceptEncoding[:1:1]
 }
+
+// varyAcceptEncoding is the Vary of most responses, shared: its capacity
+// is its length, so a handler that adds to it copies it first.
+var varyAcceptEncoding = []string{"Accept-Encoding"}
 
 // commit applies v, sends the header and the bytes held back.
 func (w *responseWriter) commit(v verdict) error {
