@@ -19,7 +19,6 @@ import (
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
-	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/store"
 )
@@ -193,7 +192,7 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 
 	t := cfg.Timeouts
 	s.h1 = &http.Server{
-		Handler:           httpfp.Handler(http.HandlerFunc(s.serveTCP)), // outermost: pairs before anything edits headers
+		Handler:           http.HandlerFunc(s.serveTCP),
 		ReadHeaderTimeout: t.ReadHeader.D(),
 		IdleTimeout:       t.Idle.D(),
 		MaxHeaderBytes:    cfg.Limits.HeaderBytes, // HTTP/2's header list too (ConfigureServer)
@@ -578,6 +577,10 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // serveTCP is the handler for HTTP/1.1 and HTTP/2: it advertises HTTP/3.
+// The Handler takes the request's fingerprint from the connection
+// (httpfp.FromRequest) before anything edits the request's headers, where
+// httpfp.Handler would take it into a copy of the request. net/http sets
+// r.TLS itself: the tapped connection has a ConnectionState method.
 func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
 	if s.altSvc != "" {
 		w.Header()["Alt-Svc"] = []string{s.altSvc}

@@ -227,9 +227,8 @@ func (s *Server) proxyError(remote net.Addr, err error) {
 
 // connContext puts a connection's fingerprints in its context: the TLS
 // hello's (tlsfp, found under the httpfp tap) and the header capture
-// (httpfp, whose Handler also gives HTTP/1 requests their r.TLS). It is
-// http.Server.ConnContext for HTTP/1 and the base of each HTTP/2
-// connection's context.
+// (httpfp). It is http.Server.ConnContext for HTTP/1 and the base of each
+// HTTP/2 connection's context.
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	var hc *httpfp.Conn
 	switch c := c.(type) {
