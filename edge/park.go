@@ -103,7 +103,7 @@ func (c *clientConn) Read(p []byte) (int, error) {
 	if check := c.s.base.parkCheck; check != nil {
 		check(atRest)
 	}
-	if parkable && atRest && rawConn(c.Conn) != nil {
+	if parkable && atRest && socketOf(c.Conn) != nil {
 		c.parked.Store(true)
 		return 0, io.EOF // net/http ends its hold and calls Close
 	}
@@ -262,13 +262,24 @@ func (s *Server) parkAfter() time.Duration {
 
 // rawConn is the socket under c's wrappers, or nil if it has none.
 func rawConn(c net.Conn) syscall.RawConn {
+	sc := socketOf(c)
+	if sc == nil {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// socketOf is the connection under c's wrappers that has a socket, or nil.
+// Unlike rawConn it allocates nothing: the checks of whether a connection
+// may park call it, and park takes the socket itself.
+func socketOf(c net.Conn) syscall.Conn {
 	for range 8 {
 		if sc, ok := c.(syscall.Conn); ok {
-			rc, err := sc.SyscallConn()
-			if err != nil {
-				return nil
-			}
-			return rc
+			return sc
 		}
 		nc, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {

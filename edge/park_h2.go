@@ -449,7 +449,7 @@ func (c *h2Conn) clientSpoke() {
 // stay, or send the probe, or wait for its acknowledgement, or park.
 func (c *h2Conn) parkStep() parkAction {
 	l := c.l
-	if !parkable || !c.idle.Load() || !l.atRest() || len(c.pend) > 0 || l.hc.Err() != nil || rawConn(l.hc) == nil {
+	if !parkable || !c.idle.Load() || !l.atRest() || len(c.pend) > 0 || l.hc.Err() != nil || socketOf(l.hc) == nil {
 		return parkNo
 	}
 	if !c.wmu.TryLock() {
