@@ -67,10 +67,13 @@ type sink[E any] struct {
 	maxSize int64
 	keep    int
 
-	queue   chan E
-	control chan control
-	done    chan struct{}
-	closed  atomic.Bool
+	queue    chan E
+	wake     chan struct{} // the writing goroutine's signal, of capacity 1
+	wakeAt   int           // the queue length at which a put wakes it
+	sleeping atomic.Bool   // it waits for wake, with no timer armed
+	control  chan control
+	done     chan struct{}
+	closed   atomic.Bool
 
 	written atomic.Uint64
 	dropped atomic.Uint64
@@ -103,6 +106,9 @@ func (w *sink[E]) start(c settings, encode func(b []byte, e *E) []byte) error {
 	w.maxSize = int64(orDefault(c.maxSizeMB, DefaultMaxSizeMB)) << 20
 	w.keep = orDefault(c.maxFiles, DefaultMaxFiles)
 	w.queue = make(chan E, orDefault(c.queueSize, DefaultQueueSize))
+	w.wake = make(chan struct{}, 1)
+	w.wakeAt = max(1, cap(w.queue)/2)
+	w.sleeping.Store(true)
 	w.control = make(chan control)
 	w.done = make(chan struct{})
 	switch {
@@ -144,6 +150,17 @@ func (w *sink[E]) put(e *E) {
 	case w.queue <- *e:
 	default:
 		w.dropped.Add(1)
+		return
+	}
+	// The writing goroutine is woken by the first entry after a quiet
+	// spell, and by a queue half full; otherwise its timer collects the
+	// entries every flushDelay, so that a steady stream of requests does
+	// not switch to it once per line.
+	if w.sleeping.Load() && w.sleeping.CompareAndSwap(true, false) || len(w.queue) >= w.wakeAt {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -198,10 +215,13 @@ func (w *sink[E]) send(c control) error {
 	}
 }
 
-// run is the writing goroutine. When the queue runs empty it writes the
-// batch at once, unless it wrote less than flushDelay ago: then it waits out
-// the rest of flushDelay, so that a steady stream of requests costs at most
-// a write per flushDelay instead of one per line.
+// run is the writing goroutine. It sleeps until a put wakes it (the first
+// entry after a quiet spell, or a queue half full), writes what is queued
+// and the batch at once, unless it wrote less than flushDelay ago: then its
+// timer collects the entries that come in the meantime, so that a steady
+// stream of requests costs a wake-up and a write per flushDelay instead of
+// one per line. Once a round of the timer finds the queue empty, it sleeps
+// again.
 func (w *sink[E]) run() {
 	defer close(w.done)
 	timer := time.NewTimer(0)
@@ -209,20 +229,32 @@ func (w *sink[E]) run() {
 	armed := false
 	for {
 		select {
-		case w.cur = <-w.queue:
-			w.write(&w.cur)
+		case <-w.wake:
 			w.drain(len(w.queue))
-			if len(w.queue) == 0 && !armed {
-				if wait := flushDelay - time.Since(w.flushed); wait > 0 {
-					timer.Reset(wait)
-					armed = true
-				} else {
-					w.flush()
-				}
+			if armed {
+				continue // a queue half full: the timer still runs
 			}
+			if wait := flushDelay - time.Since(w.flushed); wait > 0 {
+				timer.Reset(wait)
+			} else {
+				w.flush()
+				timer.Reset(flushDelay)
+			}
+			armed = true
 		case <-timer.C:
 			armed = false
+			if len(w.queue) == 0 && len(w.batch) == 0 {
+				// Asleep from here, unless an entry came in before the
+				// flag was set (its put saw it clear and woke nobody).
+				w.sleeping.Store(true)
+				if len(w.queue) == 0 || !w.sleeping.CompareAndSwap(true, false) {
+					continue
+				}
+			}
+			w.drain(len(w.queue))
 			w.flush()
+			timer.Reset(flushDelay)
+			armed = true
 		case c := <-w.control:
 			w.drain(len(w.queue))
 			err := w.flush()

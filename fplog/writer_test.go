@@ -395,6 +395,17 @@ func BenchmarkWrite(b *testing.B) {
 		{"saturated", challenge, false, false},
 		{"saturated_parallel", challenge, true, false},
 	}
+	b.Run("paced", func(b *testing.B) {
+		r := challenge
+		r.RemoteIP = netip.MustParseAddr("2001:db8::1")
+		w, err := NewWriter(Config{Output: io.Discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
+		benchPaced(b, func() { w.Write(&r) })
+		b.ReportMetric(float64(w.Dropped())/float64(b.N), "dropped/op")
+	})
 	for _, bm := range benchmarks {
 		b.Run(bm.name, func(b *testing.B) {
 			r := bm.rec
