@@ -94,14 +94,17 @@ attack:
 # one run (bench/peers/doc.go): HTTP/1.1 and HTTP/2 throughput and CPU per
 # request, new TLS connections per second, memory per idle connection. It
 # installs the peers and load tools it drives, and builds Caddy from the
-# version pinned in bench/peers/caddy/go.mod. PEERS passes flags, e.g.
+# version pinned in bench/peers/caddy/go.mod; gofloor (net/http's server
+# proxying with nothing of its own) is measured beside them as the floor
+# of any Go front. PEERS passes flags, e.g.
 # PEERS="-rounds 5 -duration 10s".
 BENCHDEPS := nginx:nginx wrk:wrk h2load:nghttp2-client
 PEERS ?=
 bench-peers: build
 	@$(MAKE) --no-print-directory deps SYSDEPS="$(BENCHDEPS)" SYSPKGS=""
 	cd bench/peers/caddy && $(GO) build -o ../../../bin/caddy github.com/caddyserver/caddy/v2/cmd/caddy
-	$(GO) run ./bench/peers -edge bin/edge -caddy bin/caddy $(PEERS)
+	$(GO) build -o bin/gofloor ./bench/peers/gofloor
+	$(GO) run ./bench/peers -edge bin/edge -caddy bin/caddy -floor bin/gofloor $(PEERS)
 
 clean:
 	rm -rf bin edge-fp.jsonl

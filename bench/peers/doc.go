@@ -7,7 +7,10 @@
 // three TLS fronts proxying to it with the same certificate: nginx
 // (Debian's), Caddy (reverse_proxy, built from the pinned module in
 // bench/peers/caddy) and the edge (built from this tree: the default
-// policy, the fingerprint log on, as users run it). Then, in rounds whose
+// policy, the fingerprint log on, as users run it); with -floor, also
+// gofloor (bench/peers/gofloor), net/http's server doing the least a proxy
+// does with nothing of its own, the floor of any front built on net/http,
+// which shows what of the edge's cost is its own work. Then, in rounds whose
 // order of fronts rotates so that the machine's drift cancels:
 //
 //   - HTTP/1.1 load with wrk (-t2 -c32) and HTTP/2 load with h2load (-c16
@@ -30,5 +33,5 @@
 //
 // Usage (make bench-peers builds the binaries first):
 //
-//	go run ./bench/peers -edge bin/edge -caddy bin/caddy [-rounds 3] [-duration 5s] [-idle 5000]
+//	go run ./bench/peers -edge bin/edge -caddy bin/caddy [-floor bin/gofloor] [-rounds 3] [-duration 5s] [-idle 5000]
 package main

@@ -333,6 +333,16 @@ https://localhost:%s {
 	return s.start(ctx, "caddy", addr, env, bin, "run", "--config", path, "--adapter", "caddyfile")
 }
 
+// startFloor runs gofloor, net/http's TLS server proxying with nothing
+// of its own, with the same certificate.
+func (s *setup) startFloor(ctx context.Context, bin string) (*front, error) {
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	return s.start(ctx, "gofloor", addr, nil, bin, "-listen", addr, "-upstream", s.upstream, "-cert", s.certFile, "-key", s.keyFile)
+}
+
 // startEdge runs the edge as users run it: `edge run` with the default
 // policy and the fingerprint log on, the certificate from files.
 func (s *setup) startEdge(ctx context.Context, name, bin string) (*front, error) {

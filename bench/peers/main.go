@@ -25,6 +25,7 @@ func main() {
 type options struct {
 	edge, caddy string
 	baseline    string // another edge binary, measured beside the first as "edge0"
+	floor       string // the gofloor binary, or "" to leave it out
 	rounds      int
 	duration    time.Duration
 	hsDuration  time.Duration
@@ -37,6 +38,7 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	fs.StringVar(&o.edge, "edge", "bin/edge", "the edge binary, built from this tree")
 	fs.StringVar(&o.caddy, "caddy", "bin/caddy", "the Caddy binary, built from bench/peers/caddy")
+	fs.StringVar(&o.floor, "floor", "", "the gofloor binary (bench/peers/gofloor): net/http's server doing the least a proxy does, the floor of any Go front")
 	fs.StringVar(&o.baseline, "baseline", "", "an earlier edge binary to measure beside -edge, as edge0 (before and after a change, in one run)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds of each measurement; the order of fronts rotates each round")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each load run (whole seconds)")
@@ -88,6 +90,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		func() (*front, error) { return s.startNginxFront(ctx) },
 		func() (*front, error) { return s.startCaddy(ctx, o.caddy) },
 		func() (*front, error) { return s.startEdge(ctx, "edge", o.edge) },
+	}
+	if o.floor != "" {
+		starts = append(starts, func() (*front, error) { return s.startFloor(ctx, o.floor) })
 	}
 	if o.baseline != "" {
 		starts = append(starts, func() (*front, error) { return s.startEdge(ctx, "edge0", o.baseline) })
