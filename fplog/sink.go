@@ -243,7 +243,10 @@ func (w *sink[E]) run() {
 			armed = true
 		case <-timer.C:
 			armed = false
-			if len(w.queue) == 0 && len(w.batch) == 0 {
+			n := len(w.queue)
+			w.drain(n)
+			w.flush()
+			if n == 0 {
 				// Asleep from here, unless an entry came in before the
 				// flag was set (its put saw it clear and woke nobody).
 				w.sleeping.Store(true)
@@ -251,8 +254,6 @@ func (w *sink[E]) run() {
 					continue
 				}
 			}
-			w.drain(len(w.queue))
-			w.flush()
 			timer.Reset(flushDelay)
 			armed = true
 		case c := <-w.control:
