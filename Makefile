@@ -64,8 +64,7 @@ unit:
 	$(GO) test -race -timeout 25m $(PKGS)
 
 # fuzz runs every fuzz target for FUZZTIME each (long runs; not part of test):
-# those of fuzz/, and edge's own for what no other package can reach (the
-# HTTP/2 translation of a parked connection).
+# those of fuzz/, and any of edge's own for what no other package can reach.
 FUZZTIME ?= 60s
 # Each input that finds new code is minimized for at most this long: at
 # Go's default (60s) the edge package's target, in its large test binary,

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -131,66 +130,6 @@ func benchmarkProxy(b *testing.B, proto string) {
 	b.Run("edge", func(b *testing.B) { run(b, s.Addrs().HTTPS) })
 	b.Run("bare", func(b *testing.B) { run(b, ln.Addr().String()) })
 	b.Run("bare-pooled", func(b *testing.B) { run(b, ln2.Addr().String()) })
-}
-
-// BenchmarkProxyH2Parked compares HTTP/2 requests on a connection the
-// edge never parked with requests on one it parked once: from then on a
-// new x/net connection serves it, and each header block the client sends
-// is decoded by the fingerprint tap and encoded anew for it (park_h2.go).
-// The ratio of the two ns/op is what a resumed connection costs.
-func BenchmarkProxyH2Parked(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("hello, world\n"))
-	}))
-	defer up.Close()
-	s, _ := startBenchEdgeWith(b, "log: {fingerprints: "+b.TempDir()+"/fp.jsonl}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n",
-		func(c *Config) { c.parkAfter = 100 * time.Millisecond })
-	run := func(b *testing.B, park bool) {
-		tr := &http2.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "localhost", NextProtos: []string{"h2"}}}
-		defer tr.CloseIdleConnections()
-		c := &http.Client{Transport: tr}
-		get := func() error {
-			req, _ := http.NewRequest("GET", "https://"+s.Addrs().HTTPS+"/", nil)
-			req.Host = "localhost"
-			req.Header.Set("User-Agent", "curl/8.5.0")
-			res, err := c.Do(req)
-			if err != nil {
-				return err
-			}
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode != 200 {
-				return fmt.Errorf("status %d", res.StatusCode)
-			}
-			return nil
-		}
-		if err := get(); err != nil {
-			b.Fatal(err)
-		}
-		if park {
-			deadline := time.Now().Add(10 * time.Second)
-			for s.parked.Load() != 1 {
-				if time.Now().After(deadline) {
-					b.Fatal("the connection was not parked")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-		b.ReportAllocs()
-		b.SetParallelism(4)
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := get(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	b.Run("fresh", func(b *testing.B) { run(b, false) })
-	b.Run("resumed", func(b *testing.B) { run(b, true) })
 }
 
 // BenchmarkChallengeFlood measures the DESIGN's budget for pages under

@@ -46,11 +46,9 @@ type Config struct {
 	decodeErr error
 	// spillAfter replaces the const of that name when set (tests).
 	spillAfter time.Duration
-	// parkAfter replaces the const of that name when set; parkCheck, when
-	// set, is told each time an idle HTTP/1 connection could be parked
-	// whether it stood at rest; parkNoPoll has parked connections wait on
-	// goroutines, as where epoll is missing (tests).
-	parkAfter  time.Duration
+	// parkCheck, when set, is told each time an idle HTTP/1 connection
+	// could be parked whether it stood at rest; parkNoPoll has parked
+	// connections wait on goroutines, as where epoll is missing (tests).
 	parkCheck  func(atRest bool)
 	parkNoPoll bool
 	// geoCheckInterval is how often the Server looks for replaced geo
@@ -377,6 +375,12 @@ type Limits struct {
 	// RFC 9000, section 8.1.2); at 16 times as many, new ones are refused.
 	// Default 64.
 	QUICHandshakes int `yaml:"quic_handshakes"`
+	// ParkAfter is how long an idle HTTP/1.1 connection waits before it is
+	// parked: its buffers and goroutine given back until its next byte
+	// (edge/park.go). 0s never parks: every connection is held by
+	// net/http as it holds it, the standard path. HTTP/2 connections are
+	// never parked. Default 250ms.
+	ParkAfter Duration `yaml:"park_after"`
 }
 
 // Duration is a time.Duration written as "10s" in YAML.
@@ -420,6 +424,7 @@ func DefaultConfig() Config {
 			SpillTotal:        1 << 30,
 			AuthAttempts:      10,
 			QUICHandshakes:    64,
+			ParkAfter:         Duration(defaultParkAfter),
 		},
 	}
 }

@@ -58,7 +58,7 @@ const h2specTimeout = "3"
 // RFC 7540/9113 and RFC 7541 HPACK), against an edge over TLS on loopback,
 // and against a plain x/net http2.Server beside it: a case the edge fails
 // is ours unless the plain server fails it too and h2specKnown names its
-// upstream issue. The edge's HTTP/2 path is x/net's server behind the
+// upstream issue. The edge's HTTP/2 path is net/http's server behind the
 // httpfp frame tap, the limits and the handler, so this is the check that
 // the tap and what follows it keep the server conformant.
 //
@@ -66,23 +66,13 @@ const h2specTimeout = "3"
 // process: it prints to stdout, calls os.Exit when it cannot connect, and
 // keeps its output state in package variables, none of which a test
 // process should share.
-//
-// It runs twice: as the edge runs, and with connections parked after 2 ms
-// idle instead of 250, so that nearly every case meets a connection parked
-// and taken up again between its exchanges (park_h2.go) — in the middle of
-// the SETTINGS exchange, between a request and the next, right after a
-// frame x/net answers with a reset it has not yet written.
+
 func TestH2Spec(t *testing.T) {
 	t.Parallel()
-	for _, park := range []time.Duration{0, 2 * time.Millisecond} {
-		t.Run(map[bool]string{true: "default", false: "parked"}[park == 0], func(t *testing.T) {
-			t.Parallel()
-			h2spec(t, park)
-		})
-	}
+	h2spec(t)
 }
 
-func h2spec(t *testing.T, parkAfter time.Duration) {
+func h2spec(t *testing.T) {
 	bin := h2specBinary(t)
 
 	up := httptest.NewServer(http.HandlerFunc(h2specAnswer))
@@ -95,7 +85,6 @@ func h2spec(t *testing.T, parkAfter time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.parkAfter = parkAfter
 	e := startEdgeConfig(t, cfg, io.Discard)
 	plain := plainH2Server(t)
 

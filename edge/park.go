@@ -16,7 +16,7 @@ import (
 // a 4 KiB write buffer and a goroutine whose stack grew with the last
 // request for as long as a connection lives, idle or not (a browser keeps
 // a connection idle for minutes). When a connection has been idle for
-// parkAfter, stands between requests (httpfp's tap has seen each byte read
+// limits.park_after, stands between requests (httpfp's tap has seen each byte read
 // belong to a request read whole, so net/http's buffer is empty) and has no
 // bytes buffered below, the edge ends net/http's hold on it — net/http
 // sees the end of the stream and gives its buffers back — and waits, with
@@ -28,17 +28,19 @@ import (
 // again); the client sees nothing of it. The idle timeout runs on as it
 // did.
 
-// parkAfter is how long a connection is idle before it is parked: long
+// defaultParkAfter is how long a connection is idle before it is parked
+// unless limits.park_after says otherwise (0s: never): long
 // enough that a client sending its next request at once (a benchmark, a
 // page's subresources) does not pay for the hand-over, short enough that
 // the connections of a burst of clients are not all held whole at once.
 // (At one second, 5,000 connections opened at a thousand a second left the
-// edge 17.3 KB of resident memory per idle connection on HTTP/1.1 and
-// 17.6 KB on HTTP/2, against 13.5 and 15.4 KB at 250 ms: the memory the
-// connections not yet parked took stays with the process. A hand-over
-// costs an HTTP/1 connection a few microseconds, an HTTP/2 one a new x/net
-// connection, and nothing measurable per request after it.)
-const parkAfter = 250 * time.Millisecond
+// edge 17.3 KB of resident memory per idle HTTP/1.1 connection, against
+// 13.5 KB at 250 ms: the memory the connections not yet parked took stays
+// with the process. A hand-over costs a connection a few microseconds, and
+// nothing measurable per request after it.) HTTP/2 connections are not
+// parked: net/http's HTTP/2 server has no supported way to let go of a
+// connection and take it up again.
+const defaultParkAfter = 250 * time.Millisecond
 
 // clientConn is a client's HTTP/1 connection as the http.Server holds it.
 type clientConn struct {
@@ -67,9 +69,9 @@ func newClientConn(hc *httpfp.Conn, s *Server) *clientConn {
 func (c *clientConn) setIdle() { c.idle.Store(true) }
 
 func (c *clientConn) SetReadDeadline(t time.Time) error {
-	if c.idle.Load() {
+	if after := c.s.parkAfter(); after > 0 && c.idle.Load() {
 		c.deadline = t
-		if p := time.Now().Add(c.s.parkAfter()); t.IsZero() || p.Before(t) {
+		if p := time.Now().Add(after); t.IsZero() || p.Before(t) {
 			c.short.Store(true)
 			return c.Conn.SetReadDeadline(p)
 		}
@@ -117,7 +119,7 @@ func (c *clientConn) Read(p []byte) (int, error) {
 // goroutine that waits for its next byte.
 func (c *clientConn) Close() error {
 	if c.parked.CompareAndSwap(true, false) {
-		c.s.park(c.Conn, c.deadline, nil)
+		c.s.park(c.Conn, c.deadline)
 		return nil
 	}
 	return c.Conn.Close()
@@ -128,10 +130,10 @@ func (c *clientConn) Close() error {
 // or the Server shuts down. On Linux one epoll instance waits for every
 // parked connection (park_linux.go); elsewhere, or should epoll refuse, a
 // goroutine waits for each.
-func (s *Server) park(hc *httpfp.Conn, deadline time.Time, h2 *h2Link) {
+func (s *Server) park(hc *httpfp.Conn, deadline time.Time) {
 	hc.Rest()
 	rc := rawConn(hc)
-	p := &parkedConn{s: s, hc: hc, rc: rc, h2: h2}
+	p := &parkedConn{s: s, hc: hc, rc: rc}
 	p.mu.Lock() // until p is set up: done, which may be called at once, waits
 	if rc == nil || !s.trackParked(p) {
 		p.mu.Unlock()
@@ -180,8 +182,7 @@ type parkedConn struct {
 	s  *Server
 	hc *httpfp.Conn
 	rc syscall.RawConn
-	h2 *h2Link // an HTTP/2 connection's, nil for HTTP/1
-	id uint64  // its key in the poller
+	id uint64 // its key in the poller
 
 	mu       sync.Mutex // held while park sets p up, and done takes it down
 	timer    *time.Timer
@@ -204,18 +205,6 @@ func (p *parkedConn) done(err error) {
 	p.s.poller.remove(p)
 	p.mu.Unlock()
 	p.s.parked.Add(-1)
-	if p.h2 != nil {
-		p.s.untrackConn(p.hc) // before resumeH2 tracks it again
-		switch {
-		case err == nil:
-			go p.s.resumeH2(p.h2)
-		case errors.Is(err, errHungUp):
-			_ = p.hc.Close()
-		default:
-			p.h2.goAway()
-		}
-		return
-	}
 	if err != nil || !p.s.h1ln.push(newClientConn(p.hc, p.s)) {
 		_ = p.hc.Close()
 	}
@@ -252,12 +241,10 @@ func (s *Server) closeParked() {
 	}
 }
 
-// parkAfter is parkAfter, or what a test set.
+// parkAfter is limits.park_after of the configuration in force; 0 means
+// never park.
 func (s *Server) parkAfter() time.Duration {
-	if s.base.parkAfter > 0 {
-		return s.base.parkAfter
-	}
-	return parkAfter
+	return s.handler.Load().cfg.Limits.ParkAfter.D()
 }
 
 // rawConn is the socket under c's wrappers, or nil if it has none.

@@ -41,7 +41,7 @@ func parkEdgeWith(t *testing.T, extra string, noPoll bool) (*testEdge, chan bool
 		t.Fatal(err)
 	}
 	checks := make(chan bool, 16)
-	cfg.parkAfter = 50 * time.Millisecond
+	cfg.Limits.ParkAfter = Duration(50 * time.Millisecond)
 	cfg.Demo = true // the fingerprints sent upstream, echoed
 	cfg.parkNoPoll = noPoll
 	cfg.parkCheck = func(atRest bool) {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
-	"golang.org/x/net/http2"
 
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/fplog"
@@ -44,7 +43,8 @@ type Server struct {
 
 	h1   *http.Server
 	h1ln *chanListener
-	h2   *http2.Server
+	h2ln *chanListener
+	h2   *http.Server // HTTP/2 connections (h2Conn), net/http's own HTTP/2
 	h3   *http3.Server
 	web  *http.Server // :80
 	adm  *http.Server
@@ -68,7 +68,7 @@ type Server struct {
 	trusted trustedProxies // exempt from conns1
 	quicHS  atomic.Int64   // QUIC handshakes in progress
 	seen    *seenAddrs     // addresses that completed a handshake lately
-	parked  atomic.Int64   // idle connections parked (park.go, park_h2.go)
+	parked  atomic.Int64   // idle HTTP/1 connections parked (park.go)
 	poller  *poller        // waits for them (nil: a goroutine each)
 	quicTr  *quic.Transport
 
@@ -200,15 +200,31 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 		ConnContext:       connContext,
 		ConnState:         s.connState,
 	}
-	// Frames of at most 16 KiB, the protocol's least (RFC 9113, section
-	// 4.2), as nginx: x/net would take 1 MiB, and the buffer a connection
-	// reads a frame into keeps the size of the largest it met, for as long
-	// as the connection lives.
-	s.h2 = &http2.Server{IdleTimeout: t.Idle.D(), MaxConcurrentStreams: uint32(cfg.Limits.H2Streams),
-		MaxReadFrameSize: h2MaxFrame, MaxDecoderHeaderTableSize: h2DecoderTable}
-	if err := http2.ConfigureServer(s.h1, s.h2); err != nil { // graceful GOAWAY on Shutdown
-		h.Close()
-		return nil, fmt.Errorf("edge: http2: %w", err)
+	var h1 http.Protocols
+	h1.SetHTTP1(true)
+	s.h1.Protocols = &h1
+	// HTTP/2 is served by net/http's own server, on connections that
+	// negotiated h2 by ALPN, through its supported prior-knowledge entry
+	// (see h2Conn). Frames of at most 16 KiB, the protocol's least (RFC
+	// 9113, section 4.2), as nginx: net/http would take 1 MiB, and the
+	// buffer a connection reads a frame into keeps the size of the largest
+	// it met, for as long as the connection lives.
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	s.h2 = &http.Server{
+		Handler:           s.h1.Handler,
+		ReadHeaderTimeout: t.ReadHeader.D(),
+		IdleTimeout:       t.Idle.D(),
+		MaxHeaderBytes:    cfg.Limits.HeaderBytes,
+		ErrorLog:          s.h1.ErrorLog,
+		ConnContext:       connContext,
+		ConnState:         s.connState,
+		Protocols:         &h2,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:      cfg.Limits.H2Streams,
+			MaxReadFrameSize:          h2MaxFrame,
+			MaxDecoderHeaderTableSize: h2DecoderTable,
+		},
 	}
 	return s, nil
 }
@@ -217,7 +233,7 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 const h2MaxFrame = 16 << 10
 
 // h2DecoderTable is the HPACK dynamic table a client may have the edge
-// keep: x/net's default, which s.h2 keeps.
+// keep: net/http's default, which s.h2 keeps.
 const h2DecoderTable = 4096
 
 func certsConfig(cfg *Config) certs.Config {
@@ -370,8 +386,10 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	s.h1ln = newChanListener(ln.Addr())
+	s.h2ln = newChanListener(ln.Addr())
 	s.poller = startPoller()
 	s.group.Go("http1", func() error { return serveErr(s.h1.Serve(s.h1ln)) })
+	s.group.Go("http2", func() error { return serveErr(s.h2.Serve(s.h2ln)) })
 	s.group.Go("https_accept", func() error { s.acceptTLS(tcp); return nil })
 	s.group.Go("certificates", func() error { return s.certs.Run(s.bg) })
 	if s.shared != nil {
@@ -486,7 +504,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		})
 	}
 	if s.h1 != nil {
-		shut(s.h1.Shutdown) // also sends GOAWAY on every HTTP/2 connection
+		shut(s.h1.Shutdown)
+		shut(s.h2.Shutdown) // sends GOAWAY on every HTTP/2 connection
 	}
 	if s.h3 != nil {
 		shut(s.h3.Shutdown)
@@ -505,6 +524,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	if s.h1 != nil {
 		_ = s.h1.Close()
+		_ = s.h2.Close()
 	}
 	if s.h3 != nil {
 		_ = s.h3.Close()
@@ -580,8 +600,12 @@ func (s *Server) Serve(ctx context.Context) error {
 // The Handler takes the request's fingerprint from the connection
 // (httpfp.FromRequest) before anything edits the request's headers, where
 // httpfp.Handler would take it into a copy of the request. net/http sets
-// r.TLS itself: the tapped connection has a ConnectionState method.
+// r.TLS itself for HTTP/1 (the tapped connection has a ConnectionState
+// method); for HTTP/2 it is the connection's, from its context (h2Conn).
 func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
+	if r.TLS == nil {
+		r.TLS, _ = r.Context().Value(tlsStateKey{}).(*tls.ConnectionState)
+	}
 	if s.altSvc != "" {
 		w.Header()["Alt-Svc"] = []string{s.altSvc}
 	}

@@ -131,21 +131,26 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 	s.seen.add(peer)
 	st := tc.ConnectionState()
 	// The tap's HPACK table is the client's for as long as the connection
-	// lives (a parked HTTP/2 connection's header blocks are read through
-	// it): it takes no more than x/net's server takes.
+	// lives: it takes no more than the HTTP/2 server takes.
 	hcfg := httpfp.Config{JA4H: s.handler.Load().cfg.Fingerprints.JA4H, MaxHeaderBytes: s.h1.MaxHeaderBytes,
 		MaxHPACKTable: h2DecoderTable}
+	var pushed bool
 	switch st.NegotiatedProtocol {
 	case "h2":
-		l := newH2Link(s, httpfp.NewConn(tc, httpfp.H2, hcfg))
-		return func() { s.serveH2(l) }
+		pushed = s.h2ln.push(&h2Conn{Conn: httpfp.NewConn(tc, httpfp.H2, hcfg)})
 	case "acme-tls/1":
 		_ = tc.Close() // the TLS-ALPN-01 answer was the handshake itself
+		return nil
 	default:
 		hc := httpfp.NewConn(tc, httpfp.H1, hcfg)
-		if !s.h1ln.push(newClientConn(hc, s)) {
-			_ = tc.Close()
+		if s.parkAfter() > 0 {
+			pushed = s.h1ln.push(newClientConn(hc, s))
+		} else {
+			pushed = s.h1ln.push(hc) // never parked: net/http holds it as it is
 		}
+	}
+	if !pushed {
+		_ = tc.Close()
 	}
 	return nil
 }
@@ -154,27 +159,50 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 // parked), and logs, when one ends, why its header capture stopped, if it
 // did.
 func (s *Server) connState(c net.Conn, st http.ConnState) {
-	if h2, ok := c.(*h2Conn); ok {
-		switch st {
-		case http.StateIdle:
-			h2.setIdle()
-		case http.StateActive:
-			h2.setActive()
+	var hc *httpfp.Conn
+	msg := "http1_fingerprint_failed"
+	switch c := c.(type) {
+	case *clientConn:
+		if st == http.StateIdle {
+			c.setIdle()
 		}
+		hc = c.Conn
+	case *httpfp.Conn:
+		hc = c
+	case *h2Conn:
+		hc, msg = c.tapped(), "http2_fingerprint_failed"
+	default:
 		return
 	}
-	hc, ok := c.(*clientConn)
-	switch {
-	case !ok:
-	case st == http.StateIdle:
-		hc.setIdle()
-	case st == http.StateClosed || st == http.StateHijacked:
+	if st == http.StateClosed || st == http.StateHijacked {
 		if err := hc.Err(); err != nil {
-			s.log.LogAttrs(context.Background(), slog.LevelInfo, "http1_fingerprint_failed",
+			s.log.LogAttrs(context.Background(), slog.LevelInfo, msg,
 				slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error()))
 		}
 	}
 }
+
+// h2Conn is a client's HTTP/2 connection as the HTTP/2 server holds it:
+// the tapped TLS connection with its ConnectionState hidden, so that
+// net/http serves it as HTTP/2 with prior knowledge (Protocols'
+// UnencryptedHTTP2, a supported API since Go 1.24) after reading the
+// client preface itself, rather than looking for a *tls.Conn it does not
+// get. net/http then leaves Request.TLS nil: serveTCP sets it from the
+// connection's context (tlsStateKey). ALPN chose h2 on this connection
+// and crypto/tls already required TLS 1.2 (certs.TLSConfig), the rest of
+// RFC 9113, section 9.2, that x/net's TLS path checked.
+type h2Conn struct {
+	net.Conn // a *httpfp.Conn
+}
+
+// tapped is the fingerprint tap under c.
+func (c *h2Conn) tapped() *httpfp.Conn { return c.Conn.(*httpfp.Conn) }
+
+// NetConn returns the tap, for tlsfp.ConnOf and socketOf.
+func (c *h2Conn) NetConn() net.Conn { return c.Conn }
+
+// tlsStateKey is the context key of an HTTP/2 connection's TLS state.
+type tlsStateKey struct{}
 
 // helloError logs a ClientHello that could not be fingerprinted, once per
 // connection. Plain HTTP on the TLS port is answered, not logged.
@@ -236,6 +264,10 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 		hc = c
 	case *clientConn:
 		hc = c.Conn
+	case *h2Conn:
+		hc = c.tapped()
+		st := hc.ConnectionState()
+		ctx = context.WithValue(ctx, tlsStateKey{}, &st)
 	default:
 		return ctx
 	}

@@ -326,6 +326,9 @@ func (c *Config) validateLimits(p *problems) {
 	if l.BodyTimeout < 0 || l.WriteTimeout < 0 {
 		p.add("limits", "body_timeout and write_timeout must not be negative")
 	}
+	if l.ParkAfter < 0 {
+		p.add("limits.park_after", "must not be negative (0s never parks)")
+	}
 }
 
 // checkTarget: an upstream or a static root, exactly one.
