@@ -344,8 +344,9 @@ func (s *setup) startFloor(ctx context.Context, bin string) (*front, error) {
 }
 
 // startEdge runs the edge as users run it: `edge run` with the default
-// policy and the fingerprint log on, the certificate from files.
-func (s *setup) startEdge(ctx context.Context, name, bin string) (*front, error) {
+// policy and the fingerprint log on, the certificate from files; extra is
+// more of its configuration (YAML), or "".
+func (s *setup) startEdge(ctx context.Context, name, bin, extra string) (*front, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -363,7 +364,7 @@ sites:
 log:
   level: warn
   fingerprints: %s/fp.jsonl
-`, addr, s.certFile, s.keyFile, state, state, s.upstream, state)
+%s`, addr, s.certFile, s.keyFile, state, state, s.upstream, state, extra)
 	path := filepath.Join(s.dir, name+".yaml")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err

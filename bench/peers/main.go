@@ -26,6 +26,7 @@ type options struct {
 	edge, caddy string
 	baseline    string // another edge binary, measured beside the first as "edge0"
 	floor       string // the gofloor binary, or "" to leave it out
+	noPark      bool   // also measure the edge with limits.park_after: 0s, as "edge-nopark"
 	rounds      int
 	duration    time.Duration
 	hsDuration  time.Duration
@@ -40,6 +41,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.caddy, "caddy", "bin/caddy", "the Caddy binary, built from bench/peers/caddy")
 	fs.StringVar(&o.floor, "floor", "", "the gofloor binary (bench/peers/gofloor): net/http's server doing the least a proxy does, the floor of any Go front")
 	fs.StringVar(&o.baseline, "baseline", "", "an earlier edge binary to measure beside -edge, as edge0 (before and after a change, in one run)")
+	fs.BoolVar(&o.noPark, "nopark", false, "also measure the edge with parking off (limits.park_after: 0s), as edge-nopark")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds of each measurement; the order of fronts rotates each round")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each load run (whole seconds)")
 	fs.DurationVar(&o.hsDuration, "handshake-duration", 3*time.Second, "length of each handshake run")
@@ -89,13 +91,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	starts := []func() (*front, error){
 		func() (*front, error) { return s.startNginxFront(ctx) },
 		func() (*front, error) { return s.startCaddy(ctx, o.caddy) },
-		func() (*front, error) { return s.startEdge(ctx, "edge", o.edge) },
+		func() (*front, error) { return s.startEdge(ctx, "edge", o.edge, "") },
+	}
+	if o.noPark {
+		starts = append(starts, func() (*front, error) {
+			return s.startEdge(ctx, "edge-nopark", o.edge, "limits: {park_after: 0s}\n")
+		})
 	}
 	if o.floor != "" {
 		starts = append(starts, func() (*front, error) { return s.startFloor(ctx, o.floor) })
 	}
 	if o.baseline != "" {
-		starts = append(starts, func() (*front, error) { return s.startEdge(ctx, "edge0", o.baseline) })
+		starts = append(starts, func() (*front, error) { return s.startEdge(ctx, "edge0", o.baseline, "") })
 	}
 	var fronts []*front
 	defer func() {

@@ -57,11 +57,11 @@ func printTable(out io.Writer, fronts []*front, results map[string][]sample, rat
 	if !ok {
 		return
 	}
-	for _, peer := range []string{"caddy", "nginx", "gofloor", "edge0"} {
+	for _, peer := range []string{"caddy", "nginx", "gofloor", "edge0", "edge-nopark"} {
 		p, ok := rate[peer]
 		if !ok || p.med == 0 || cpu[peer].med == 0 {
 			continue
 		}
-		fmt.Fprintf(out, "edge/%-5s %s %.2f×, CPU per unit %.2f×\n", peer, rateName, e.med/p.med, cpu["edge"].med/cpu[peer].med)
+		fmt.Fprintf(out, "edge/%-11s %s %.2f×, CPU per unit %.2f×\n", peer, rateName, e.med/p.med, cpu["edge"].med/cpu[peer].med)
 	}
 }
