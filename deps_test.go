@@ -20,13 +20,13 @@ var leaves = map[string]bool{
 	"locales": true, "certs": true, "store": true, "fplog": true,
 	"static": true, "compress": true,
 	"clientnet": true, "accept": true,
-	"proxyproto": true, "geo": true,
+	"proxyproto": true, "geo": true, "firstbytes": true,
 }
 
 // shared are the small leaves that hold one fact several leaves need
 // (DESIGN.md: "written once … in one small shared leaf"); other leaves may
 // import them, and they import no package of ours.
-var shared = map[string]bool{"clientnet": true, "accept": true}
+var shared = map[string]bool{"clientnet": true, "accept": true, "firstbytes": true}
 
 // allowed reports whether package from (relative to the module) may import
 // package to (also relative) in its non-test code.

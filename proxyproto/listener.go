@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/maatproxy/maat/firstbytes"
 )
 
 // Defaults for a zero [Config].
@@ -151,12 +153,9 @@ type Conn struct {
 	err           error
 	remote, local net.Addr
 
-	// deadlineMu guards the caller's read deadline, which the header
-	// deadline overrides while the header is read.
-	deadlineMu  sync.Mutex
-	inHeader    bool
-	headerDDL   time.Time
-	userReadDDL time.Time
+	// ddl is the read deadline: the caller's, or the header's while the
+	// header is read and it is the earlier.
+	ddl firstbytes.Deadline
 }
 
 // NetConn returns the connection c wraps.
@@ -206,9 +205,9 @@ func (c *Conn) readHeader() {
 	if !c.cfg.trusted(c.remote) {
 		return
 	}
-	c.setHeaderDeadline(time.Now().Add(c.cfg.timeout()))
+	c.ddl.Begin(c.Conn, time.Now().Add(c.cfg.timeout()))
 	h, err := c.read()
-	c.restoreDeadline()
+	c.ddl.End(c.Conn)
 	if err != nil {
 		c.err = err
 		if c.cfg.OnError != nil {
@@ -266,52 +265,13 @@ func netAddr(a netip.AddrPort, t Transport) net.Addr {
 	return net.TCPAddrFromAddrPort(a)
 }
 
-// setHeaderDeadline sets the read deadline for the header: the header
-// deadline, or the caller's if that is earlier.
-func (c *Conn) setHeaderDeadline(t time.Time) {
-	c.deadlineMu.Lock()
-	defer c.deadlineMu.Unlock()
-	c.inHeader, c.headerDDL = true, t
-	_ = c.Conn.SetReadDeadline(earliest(t, c.userReadDDL))
-}
-
-// restoreDeadline puts back the caller's read deadline.
-func (c *Conn) restoreDeadline() {
-	c.deadlineMu.Lock()
-	defer c.deadlineMu.Unlock()
-	c.inHeader = false
-	_ = c.Conn.SetReadDeadline(c.userReadDDL)
-}
-
 // SetDeadline sets the read and write deadlines. While the header is read,
 // the read deadline is the earlier of t and the header deadline.
-func (c *Conn) SetDeadline(t time.Time) error {
-	if err := c.SetReadDeadline(t); err != nil {
-		return err
-	}
-	return c.Conn.SetWriteDeadline(t)
-}
+func (c *Conn) SetDeadline(t time.Time) error { return c.ddl.SetDeadline(c.Conn, t) }
 
 // SetReadDeadline sets the read deadline. While the header is read, the
 // read deadline is the earlier of t and the header deadline.
-func (c *Conn) SetReadDeadline(t time.Time) error {
-	c.deadlineMu.Lock()
-	defer c.deadlineMu.Unlock()
-	c.userReadDDL = t
-	if c.inHeader {
-		t = earliest(c.headerDDL, t)
-	}
-	return c.Conn.SetReadDeadline(t)
-}
-
-// earliest returns the earlier of the deadline d and the optional deadline
-// u (zero means none).
-func earliest(d, u time.Time) time.Time {
-	if !u.IsZero() && u.Before(d) {
-		return u
-	}
-	return d
-}
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.ddl.SetReadDeadline(c.Conn, t) }
 
 // ConnOf returns the *Conn under c, looking through connections that wrap
 // another and say so with a NetConn method (*tls.Conn, tlsfp's *Conn), or

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/maatproxy/maat/firstbytes"
 )
 
 // Defaults for a zero [Config].
@@ -87,12 +89,9 @@ type Conn struct {
 	off    int    // replay position in buf
 	rerr   error  // error to return once buf is replayed
 
-	// deadlineMu guards the caller's read deadline, which the hello
-	// deadline overrides while the hello is read.
-	deadlineMu  sync.Mutex
-	inHello     bool
-	helloDDL    time.Time
-	userReadDDL time.Time
+	// ddl is the read deadline: the caller's, or the hello's while the
+	// hello is read and it is the earlier.
+	ddl firstbytes.Deadline
 }
 
 type result struct {
@@ -159,8 +158,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 func (c *Conn) readHello() {
 	maxHello := c.cfg.maxHelloBytes()
 	maxRaw := 2*maxHello + recordHeaderLen // record headers of tiny records
-	c.setHelloDeadline(time.Now().Add(c.cfg.helloTimeout()))
-	defer c.restoreDeadline()
+	c.ddl.Begin(c.Conn, time.Now().Add(c.cfg.helloTimeout()))
+	defer c.ddl.End(c.Conn)
 
 	var a assembler
 	var readErr error
@@ -223,49 +222,10 @@ func (c *Conn) finish(fp *Fingerprint, err error) {
 	}
 }
 
-// setHelloDeadline sets the read deadline for the hello: the hello deadline,
-// or the caller's if that is earlier.
-func (c *Conn) setHelloDeadline(t time.Time) {
-	c.deadlineMu.Lock()
-	defer c.deadlineMu.Unlock()
-	c.inHello, c.helloDDL = true, t
-	c.Conn.SetReadDeadline(earliest(t, c.userReadDDL))
-}
-
-// restoreDeadline puts back the caller's read deadline.
-func (c *Conn) restoreDeadline() {
-	c.deadlineMu.Lock()
-	defer c.deadlineMu.Unlock()
-	c.inHello = false
-	c.Conn.SetReadDeadline(c.userReadDDL)
-}
-
 // SetDeadline sets the read and write deadlines. While the hello is read,
 // the read deadline is the earlier of t and the hello deadline.
-func (c *Conn) SetDeadline(t time.Time) error {
-	if err := c.SetReadDeadline(t); err != nil {
-		return err
-	}
-	return c.Conn.SetWriteDeadline(t)
-}
+func (c *Conn) SetDeadline(t time.Time) error { return c.ddl.SetDeadline(c.Conn, t) }
 
 // SetReadDeadline sets the read deadline. While the hello is read, the
 // read deadline is the earlier of t and the hello deadline.
-func (c *Conn) SetReadDeadline(t time.Time) error {
-	c.deadlineMu.Lock()
-	defer c.deadlineMu.Unlock()
-	c.userReadDDL = t
-	if c.inHello {
-		t = earliest(c.helloDDL, t)
-	}
-	return c.Conn.SetReadDeadline(t)
-}
-
-// earliest returns the earlier of the deadline d and the optional deadline
-// u (zero means none).
-func earliest(d, u time.Time) time.Time {
-	if !u.IsZero() && u.Before(d) {
-		return u
-	}
-	return d
-}
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.ddl.SetReadDeadline(c.Conn, t) }
