@@ -156,6 +156,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
 	defer h.finish(st, rec, r)
 
+	if !st.clientOK {
+		st.action = fplog.ActionDeny
+		plainError(rec, st, http.StatusBadRequest, "bad_forwarded_for")
+		return
+	}
 	if !h.env.inflight.acquire(st.client) {
 		st.action = fplog.ActionRate
 		h.limited(rec, st, "requests_per_client", http.StatusTooManyRequests)
@@ -339,6 +344,8 @@ func plainText(reason string) string {
 		return "The request's path cannot be read: it leaves the site's root or is not encoded correctly."
 	case "bad_request":
 		return "The request is not well formed."
+	case "bad_forwarded_for":
+		return "A proxy in front of this server named the client with an X-Forwarded-For value that is not an address."
 	case "bad_request_body":
 		return "The request's body could not be read: it is not encoded correctly."
 	case "body_too_slow":

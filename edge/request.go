@@ -20,6 +20,7 @@ type reqState struct {
 	id          string
 	peer        netip.Addr
 	peerTrusted bool
+	clientOK    bool // false: a trusted proxy named the client with garbage (clientAddr)
 	client      netip.Addr
 	site        *site
 	route       *route
@@ -65,7 +66,7 @@ func (h *Handler) newState(r *http.Request) *reqState {
 	st := &reqState{start: time.Now(), id: h.env.ids.next(), demo: h.cfg.Demo}
 	st.peer = peerAddr(r.RemoteAddr)
 	st.peerTrusted = h.trusted.contains(st.peer)
-	st.client = h.trusted.clientAddr(st.peer, r.Header["X-Forwarded-For"])
+	st.client, st.clientOK = h.trusted.clientAddr(st.peer, r.Header["X-Forwarded-For"])
 	if st.peerTrusted {
 		// A trusted proxy in front named the request already: keep its ID,
 		// so one request has one ID in every log.
