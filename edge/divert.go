@@ -65,8 +65,7 @@ func (h *Handler) newDiverters() map[string]*diverter {
 				tg := d.pool.pick(st.start, nil)
 				pr.Out.URL = upstreamURL(tg.url, pr.In.URL)
 				pr.Out.Host = pr.In.Host // the site's name: a tarpit answers as the site
-				pr.Out.Header["X-Forwarded-For"] = []string{st.client.String()}
-				pr.Out.Header["X-Real-Ip"] = []string{st.client.String()}
+				pr.Out.Header = divertHeader(pr.Out.Header, st.client.String())
 			},
 			ModifyResponse: func(res *http.Response) error {
 				res.Body = &limitedBody{Reader: io.LimitReader(res.Body, d.maxBytes), Closer: res.Body}
@@ -92,6 +91,29 @@ func (h *Handler) newDiverters() map[string]*diverter {
 		}
 		out[name] = d
 	}
+	return out
+}
+
+// divertHeaders are the request fields a tarpit is given: what it needs to
+// answer as a site would (what the client takes, in which language and
+// coding; a body's type and length), and nothing a tarpit should hold —
+// no cookie, credential, X-Maat-* field, or forwarding chain of proxies
+// behind the edge — since a tarpit is another program, often another
+// operator's.
+var divertHeaders = [...]string{"User-Agent", "Accept", "Accept-Language", "Accept-Encoding", "Content-Type", "Content-Length", "Referer"}
+
+// divertHeader returns the fields of h a tarpit is given, and the client's
+// address as X-Forwarded-For and X-Real-Ip (tarpits key their garbage by
+// it).
+func divertHeader(h http.Header, client string) http.Header {
+	out := make(http.Header, len(divertHeaders)+2)
+	for _, k := range divertHeaders {
+		if v, ok := h[k]; ok {
+			out[k] = v
+		}
+	}
+	out["X-Forwarded-For"] = []string{client}
+	out["X-Real-Ip"] = []string{client}
 	return out
 }
 
