@@ -384,6 +384,23 @@ func makePath(t *testing.T, dir string, m *yaml.Node, key string, v *yaml.Node, 
 		v.Value = hash
 		return
 	}
+	if ref, ok := strings.CutPrefix(v.Value, "${file:"); ok {
+		// A secret from a file (systemd's credentials): the file is made,
+		// with a value the key takes, and the reference points to it.
+		p := filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(ref, "}")))
+		content := hash // a basic-auth user's, the secret the docs show most
+		if key == "url" {
+			content = "redis://127.0.0.1:6379/0"
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		v.Value = "${file:" + p + "}"
+		return
+	}
 	if !slices.ContainsFunc(systemDirs, func(d string) bool { return strings.HasPrefix(v.Value, d) }) {
 		return
 	}

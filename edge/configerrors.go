@@ -67,6 +67,7 @@ func decodeConfig(name string, data []byte, cfg *Config) error {
 	}
 	root := doc.Content[0]
 	w := walker{file: name, lines: cfg.lines}
+	w.errs = expandValues(name, root)
 	w.walk(root, reflect.TypeFor[Config](), "")
 	if err := root.Decode(cfg); err != nil {
 		w.errs = append(w.errs, flattenErrors(decodeError(name, err, cfg.lines))...)
