@@ -103,6 +103,7 @@ func TestDebianPackage(t *testing.T) {
 	t.Run("control", func(t *testing.T) { checkControl(t, b) })
 	t.Run("contents", func(t *testing.T) { checkContents(t, b) })
 	t.Run("maintainer scripts", func(t *testing.T) { checkScripts(t, b) })
+	t.Run("postinst ownership", func(t *testing.T) { checkPostinst(t, b) })
 	t.Run("installed files", func(t *testing.T) { checkInstalledFiles(t, b, repo) })
 	t.Run("version and config check", func(t *testing.T) { checkCommands(t, b) })
 	t.Run("man page", func(t *testing.T) { checkManPage(t, b) })
@@ -181,7 +182,7 @@ func checkContents(t *testing.T, b pkgBuild) {
 	}
 	for _, tt := range []struct{ path, want string }{
 		{"/usr/bin/edge", "-rwxr-xr-x root/root"},
-		{"/etc/edge/edge.yaml", "-rw-r--r-- root/root"},
+		{"/etc/edge/edge.yaml", "-rw-r----- root/root"},
 		{"/usr/lib/systemd/system/edge.service", "-rw-r--r-- root/root"},
 		{"/usr/lib/sysusers.d/edge.conf", "-rw-r--r-- root/root"},
 		{"/usr/share/man/man1/edge.1.gz", "-rw-r--r-- root/root"},
@@ -218,7 +219,7 @@ func checkScripts(t *testing.T, b pkgBuild) {
 		script string
 		want   []string // what the script must do
 	}{
-		{"postinst", []string{"systemd-sysusers /usr/lib/sysusers.d/edge.conf", "adduser --system", "chown edge:edge /var/lib/edge /var/log/edge", "deb-systemd-helper update-state edge.service", "deb-systemd-invoke try-restart edge.service"}},
+		{"postinst", []string{"systemd-sysusers /usr/lib/sysusers.d/edge.conf", "adduser --system", "chown -R edge:edge", "deb-systemd-helper update-state edge.service", "deb-systemd-invoke try-restart edge.service"}},
 		{"prerm", []string{"deb-systemd-invoke stop edge.service"}},
 		{"postrm", []string{"deb-systemd-helper purge edge.service", "rm -rf /var/lib/edge /var/log/edge"}},
 	} {
@@ -657,6 +658,64 @@ func TestUnitDirectives(t *testing.T) {
 	} {
 		if !slices.Contains(have[tt.key], tt.value) {
 			t.Errorf("edge.service lacks %s=%s (has %q)", tt.key, tt.value, have[tt.key])
+		}
+	}
+}
+
+// checkPostinst runs the package's postinst (configure, a first install)
+// against a copy of the unpacked root, through DPKG_ROOT, with the
+// commands that would touch the host's users and systemd stubbed: it
+// gives the state and log files to the service, files within included,
+// and makes the configuration readable by root and group edge only.
+func checkPostinst(t *testing.T, b pkgBuild) {
+	root := t.TempDir()
+	if out, err := exec.Command("cp", "-a", b.root+"/.", root).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	conf := filepath.Join(root, "etc/edge/edge.yaml")
+	if err := os.Chmod(conf, 0o644); err != nil { // as an older package left it
+		t.Fatal(err)
+	}
+	stray := filepath.Join(root, "var/lib/edge/secret") // left by a run as root
+	if err := os.WriteFile(stray, []byte("k"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin, calls := t.TempDir(), filepath.Join(t.TempDir(), "calls")
+	stub := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record := `echo "$(basename "$0") $*" >> ` + calls
+	for _, name := range []string{"getent", "systemd-sysusers", "adduser", "deb-systemd-helper", "deb-systemd-invoke", "systemctl", "chown", "chgrp"} {
+		stub(name, record)
+	}
+	// The file belongs to whoever runs the test; the script asks for root.
+	stub("stat", `if [ "$1" = -c ] && [ "$2" = %U ]; then echo root; else exec /usr/bin/stat "$@"; fi`)
+	cmd := exec.Command("sh", filepath.Join(b.ctrl, "postinst"), "configure")
+	cmd.Env = append(os.Environ(), "DPKG_ROOT="+root, "PATH="+bin+":"+os.Getenv("PATH"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("postinst configure: %v\n%s", err, out)
+	}
+	got := readFile(t, calls)
+	for _, want := range []string{
+		"chown -R edge:edge " + root + "/var/lib/edge " + root + "/var/log/edge\n",
+		"chgrp edge " + conf + "\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("postinst did not run %q; it ran:\n%s", want, got)
+		}
+	}
+	fi, err := os.Stat(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o640 {
+		t.Errorf("/etc/edge/edge.yaml is %v after postinst, want -rw-r-----", fi.Mode().Perm())
+	}
+	for _, dir := range []string{"var/lib/edge", "var/log/edge"} {
+		if fi, err := os.Stat(filepath.Join(root, dir)); err != nil || fi.Mode().Perm() != 0o750 {
+			t.Errorf("/%s: %v %v, want drwxr-x---", dir, fi.Mode(), err)
 		}
 	}
 }
