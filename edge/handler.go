@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -257,7 +259,8 @@ func (h *Handler) siteAnswers(w *recorder, r *http.Request, st *reqState) bool {
 	site := st.site
 	if site.canonical != "" && normalizeHost(hostOnly(r.Host)) != site.canonical {
 		st.action = fplog.ActionAllow
-		writeRedirect(w, h.httpsURL(site.canonical, r), http.StatusMovedPermanently)
+		loc, _ := h.httpsURL(site.canonical, r) // config validation checked the name
+		writeRedirect(w, loc, http.StatusMovedPermanently)
 		return true
 	}
 	for i := range site.redirects {
@@ -289,15 +292,53 @@ func writeRedirect(w http.ResponseWriter, loc string, status int) {
 // httpsURL is the https URL of r on host, with the edge's port when it is
 // not 443. Port 80's redirect, the plain-HTTP answer on the TLS port and the
 // canonical-host redirect all use it.
-func (h *Handler) httpsURL(host string, r *http.Request) string {
-	return httpsURL(h.env.HTTPSPort, host, r.URL.RequestURI())
+func (h *Handler) httpsURL(host string, r *http.Request) (string, bool) {
+	return httpsURL(h.env.HTTPSPort, host, r.URL)
 }
 
-func httpsURL(port, host, requestURI string) string {
+// httpsURL builds a redirect's Location from a host the edge serves and
+// u's path and query alone, never from the request target as written: an
+// authority-form or asterisk target ("localhost:1@evil.example", "*")
+// appended to "https://host:port" made a URL whose host was another's
+// (userinfo), or no URL at all. ok is false when host is not a plain host
+// name or address.
+func httpsURL(port, host string, u *url.URL) (loc string, ok bool) {
+	if host = normalizeHost(host); !plainHost(host) {
+		return "", false
+	}
 	if port != "" && port != "443" {
 		host = joinHostPort(host, port)
+	} else if strings.IndexByte(host, ':') >= 0 {
+		host = "[" + host + "]"
 	}
-	return "https://" + host + requestURI
+	p := u.EscapedPath()
+	if p == "" || p[0] != '/' {
+		p = "/"
+	}
+	loc = "https://" + host + p
+	if u.RawQuery != "" {
+		loc += "?" + u.RawQuery
+	}
+	return loc, true
+}
+
+// plainHost reports whether h is an IP address (no zone) or a DNS name of
+// letters, digits, hyphens, underscores and dots: nothing that could end
+// the authority of a URL or start another.
+func plainHost(h string) bool {
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Zone() == ""
+	}
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // challengeClient is what /.maat/pass binds a pass to.

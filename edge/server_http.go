@@ -47,7 +47,12 @@ func (s *Server) redirectHTTPS(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		status = http.StatusPermanentRedirect // keeps the method and body
 	}
-	writeRedirect(w, httpsURL(s.env.HTTPSPort, host, r.URL.RequestURI()), status)
+	loc, ok := httpsURL(s.env.HTTPSPort, host, r.URL)
+	if !ok {
+		http.Error(w, "bad host", http.StatusBadRequest)
+		return
+	}
+	writeRedirect(w, loc, status)
 }
 
 // answerPlainHTTP answers a plain-HTTP request sent to the TLS port: a
@@ -60,9 +65,10 @@ func (s *Server) answerPlainHTTP(c net.Conn, first []byte) {
 	req, err := http.ReadRequest(br)
 	if err == nil && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
 		if host := hostOnly(req.Host); host != "" && s.handler.Load().sites.lookup(host) != nil {
-			loc := httpsURL(s.env.HTTPSPort, host, req.URL.RequestURI())
-			writePlain(c, "301 Moved Permanently", "Location: "+loc+"\r\n", "This port speaks HTTPS. Try instead: "+loc+"\n")
-			return
+			if loc, ok := httpsURL(s.env.HTTPSPort, host, req.URL); ok {
+				writePlain(c, "301 Moved Permanently", "Location: "+loc+"\r\n", "This port speaks HTTPS. Try instead: "+loc+"\n")
+				return
+			}
 		}
 	}
 	writePlain(c, "400 Bad Request", "", "This port speaks HTTPS, not plain HTTP. Use an https:// URL.\n")
