@@ -24,6 +24,10 @@ const (
 
 	// MaxBits is the largest difficulty a Spec may ask for.
 	MaxBits = 35
+	// WaitBits is the proof of work a pass earned by the no-JavaScript
+	// wait stands for: the default difficulty. A rule that asks for more
+	// is offered no wait, and a wait's pass does not meet it.
+	WaitBits = DefaultBits
 	// MaxWait is the longest wait a Spec may ask for; longer ones are
 	// shortened to it.
 	MaxWait = 10 * time.Minute
@@ -262,8 +266,16 @@ func orDefault(d, def time.Duration) time.Duration {
 
 // Client is what a challenge and a pass are bound to.
 type Client struct {
-	IP  netip.Addr
-	JA4 string // empty when unknown
+	IP netip.Addr
+	// JA4 is the client's TLS fingerprint as a pass binds it: the same
+	// for a session's full and resumed handshakes (the edge leaves out
+	// what only a resumption sends). Empty when unknown.
+	JA4 string
+	// Family is the known client (browser or library) whose TLS stack
+	// JA4 is, e.g. "chrome"; empty when unknown. A pass earned over one
+	// transport (TCP, QUIC: their JA4s always differ) holds over the
+	// other only for a stack of the same known family.
+	Family string
 }
 
 // prefix is the client's /24 (IPv4) or /64 (IPv6) network.
@@ -279,7 +291,8 @@ type Spec struct {
 	// Wait, if positive, offers this client a wait of that length instead
 	// of the proof of work: the page's <noscript> part and its fallback for
 	// slow devices. The edge offers it only to clients it trusts with it.
-	// If zero, no wait is offered: the page says, in the visitor's
+	// A wait's pass proves WaitBits: the edge offers it only where Bits is
+	// at most that. If zero, no wait is offered: the page says, in the visitor's
 	// language, that JavaScript is needed and why. For the metarefresh
 	// algorithm it is the wait (if zero, Config.Wait). Whole seconds,
 	// rounded up; at most MaxWait and half the challenge TTL.
@@ -287,9 +300,9 @@ type Spec struct {
 }
 
 // Need is what a request must have proven to pass Check: a proof of work of
-// Bits, or, when Wait is set, anything (the edge sets Wait when it would
-// offer this client the wait right now, so a pass earned by waiting is
-// enough, and so is any proof of work).
+// Bits or more. A pass earned by waiting stands for WaitBits, and meets a
+// need only when Wait is set too (the edge sets it when it would offer
+// this client the wait right now).
 type Need struct {
 	Bits int
 	Wait bool

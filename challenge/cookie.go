@@ -55,6 +55,7 @@ type passClaims struct {
 	Bits   int    `json:"bits"`
 	Net    string `json:"net,omitempty"`
 	JA4    string `json:"ja4,omitempty"`
+	Family string `json:"fam,omitempty"`
 	Rule   string `json:"rule,omitempty"`
 	Policy string `json:"pv,omitempty"`
 }
@@ -70,6 +71,7 @@ type passEntry struct {
 	bits    int
 	net     netip.Prefix
 	ja4     string
+	family  string
 	policy  string
 }
 
@@ -128,8 +130,8 @@ func cookieValue(r *http.Request) (string, bool) {
 
 // Check reports whether r carries a valid pass cookie for cl that meets
 // need, and if not, why. A cookie earned by waiting meets only a need with
-// Wait set (PassWaitOnly otherwise); a proof of work meets one of as many
-// bits or fewer (PassBits otherwise), or one with Wait set. A cached
+// Wait set (PassWaitOnly otherwise) of at most WaitBits; a proof of work
+// meets a need of as many bits or fewer (PassBits otherwise). A cached
 // cookie costs a map lookup and no allocation.
 func (c *Challenger) Check(r *http.Request, cl Client, need Need) Reason {
 	v, ok := cookieValue(r)
@@ -193,10 +195,9 @@ func (c *Challenger) judge(e *passEntry, cl Client, need Need, now int64) Reason
 	switch {
 	case now >= e.expires:
 		return PassExpired
-	case need.Wait:
-	case e.wait:
+	case e.wait && !need.Wait:
 		return PassWaitOnly
-	case e.bits < need.Bits:
+	case e.proven() < need.Bits:
 		return PassBits
 	}
 	switch {
@@ -204,21 +205,34 @@ func (c *Challenger) judge(e *passEntry, cl Client, need Need, now int64) Reason
 		return PassPolicy
 	case c.bind&BindIPPrefix != 0 && e.net != cl.prefix():
 		return PassPrefix
-	case c.bind&BindJA4 != 0 && !sameJA4(e.ja4, cl.JA4):
+	case c.bind&BindJA4 != 0 && !e.sameStack(cl):
 		return PassJA4
 	}
 	return PassOK
 }
 
-// sameJA4 compares JA4 fingerprints of the same transport. A QUIC hello
-// ("q…") and a TCP hello ("t…") of one browser always differ, so a cookie
-// earned over one transport is not checked against the other's JA4; the IP
-// prefix still binds it.
-func sameJA4(earned, now string) bool {
-	if earned == "" || now == "" || earned[0] != now[0] {
-		return true
+// proven is the proof of work e stands for.
+func (e *passEntry) proven() int {
+	if e.wait {
+		return WaitBits
 	}
-	return earned == now
+	return e.bits
+}
+
+// sameStack reports whether cl's TLS stack is the one e was earned with.
+// Over the same transport, the JA4s must be equal. A QUIC hello ("q…")
+// and a TCP hello ("t…") of one browser always differ, so across
+// transports the stacks must be of the same known family: a pass a
+// browser earned over HTTP/3 holds when it falls back to HTTP/2, and is
+// refused to curl or a Go program in the same network replaying it.
+func (e *passEntry) sameStack(cl Client) bool {
+	switch {
+	case e.ja4 == "" || cl.JA4 == "":
+		return e.ja4 == cl.JA4 // unknown both times (no TLS), or refused
+	case e.ja4[0] == cl.JA4[0]:
+		return e.ja4 == cl.JA4
+	}
+	return e.family != "" && e.family == cl.Family
 }
 
 func (c *Challenger) signingMethod() jwt.SigningMethod {
@@ -248,7 +262,7 @@ func (c *Challenger) issueCookie(t *token, cl Client, now time.Time) (*http.Cook
 		claims.Net = cl.prefix().String()
 	}
 	if c.bind&BindJA4 != 0 {
-		claims.JA4 = cl.JA4
+		claims.JA4, claims.Family = cl.JA4, cl.Family
 	}
 	var key any = c.cookieKey
 	if c.edKey != nil {
@@ -277,7 +291,7 @@ func (c *Challenger) parseCookie(s string) (passEntry, error) {
 	if err != nil {
 		return passEntry{}, err
 	}
-	e := passEntry{expires: claims.ExpiresAt.Unix(), bits: claims.Bits, ja4: claims.JA4, policy: claims.Policy}
+	e := passEntry{expires: claims.ExpiresAt.Unix(), bits: claims.Bits, ja4: claims.JA4, family: claims.Family, policy: claims.Policy}
 	switch claims.Method {
 	case MethodPoW:
 	case MethodWait:

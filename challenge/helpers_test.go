@@ -68,10 +68,10 @@ func newTest(t testing.TB, edit func(*Config)) (*Challenger, *clock) {
 }
 
 var (
-	alice   = Client{IP: netip.MustParseAddr("198.51.100.7"), JA4: "t13d1516h2_8daaf6152771_d8a2da3f94cd"}
-	alice6  = Client{IP: netip.MustParseAddr("2001:db8:1:2::7"), JA4: alice.JA4}
-	aliceQ  = Client{IP: alice.IP, JA4: "q13d0312h3_55b375c5d22e_06cda9e17597"}
-	mallory = Client{IP: netip.MustParseAddr("203.0.113.9"), JA4: alice.JA4}
+	alice   = Client{IP: netip.MustParseAddr("198.51.100.7"), JA4: "t13d1516h2_8daaf6152771_d8a2da3f94cd", Family: "chrome"}
+	alice6  = Client{IP: netip.MustParseAddr("2001:db8:1:2::7"), JA4: alice.JA4, Family: "chrome"}
+	aliceQ  = Client{IP: alice.IP, JA4: "q13d0312h3_55b375c5d22e_06cda9e17597", Family: "chrome"}
+	mallory = Client{IP: netip.MustParseAddr("203.0.113.9"), JA4: alice.JA4, Family: "chrome"}
 	bob     = Client{IP: netip.MustParseAddr("192.0.2.44"), JA4: "t13d1715h2_5b57614c22b0_3d5424432f57"}
 )
 

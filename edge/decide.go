@@ -19,7 +19,7 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 	dec := h.policy.Evaluate(&pr)
 	st.weight = dec.Weight
 	st.rules = dec.AppendNames(st.rulesBuf[:0])
-	cl := challenge.Client{IP: st.client, JA4: st.ja4}
+	cl := st.challengeClient()
 	wait := h.waitFor(&dec)
 
 	switch dec.Action {
@@ -49,6 +49,9 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 		st.action = fplog.ActionAllow
 	case policy.CHALLENGE:
 		need := challenge.Need{Bits: dec.Challenge.Bits, Wait: wait > 0}
+		if dec.Challenge.Algorithm == "metarefresh" {
+			need.Bits = min(need.Bits, challenge.WaitBits) // the rule asks for the wait alone
+		}
 		if reason := h.challenger.Check(r, cl, need); reason != challenge.PassOK {
 			st.action = fplog.ActionChallenge
 			st.challenge = &fplog.Challenge{Alg: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits}
@@ -70,10 +73,11 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 // waitFor is the no-JavaScript wait the client may take instead of the
 // proof of work, or 0 when it may not (DESIGN.md: "never to a client a
 // lie-detection signal fired on"). A policy's metarefresh challenge asks
-// only for the wait. Otherwise the wait is offered to a client whose TLS
-// (and HTTP/2) fingerprint agrees with the browser it claims and whose
-// weight is below challenge.wait.max_weight; it grows with the weight, to
-// twice challenge.wait.duration at max_weight.
+// only for the wait. Otherwise the wait is offered for a proof of work of
+// at most challenge.WaitBits (what a wait's pass stands for) to a client
+// whose TLS (and HTTP/2) fingerprint agrees with the browser it claims
+// and whose weight is below challenge.wait.max_weight; it grows with the
+// weight, to twice challenge.wait.duration at max_weight.
 func (h *Handler) waitFor(d *policy.Decision) time.Duration {
 	base := h.cfg.Challenge.Wait.Duration.D()
 	if d.Action == policy.CHALLENGE && d.Challenge.Algorithm == "metarefresh" {
@@ -86,7 +90,7 @@ func (h *Handler) waitFor(d *policy.Decision) time.Duration {
 	case 0:
 		maxWeight = h.policy.WaitMaxWeight()
 	}
-	if !d.BrowserAgrees || d.Lied() || d.Weight >= maxWeight {
+	if !d.BrowserAgrees || d.Lied() || d.Weight >= maxWeight || d.Action == policy.CHALLENGE && d.Challenge.Bits > challenge.WaitBits {
 		return 0
 	}
 	if d.Weight <= 0 || maxWeight <= 0 {

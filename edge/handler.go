@@ -347,7 +347,7 @@ func challengeClient(r *http.Request) challenge.Client {
 	if st == nil {
 		return challenge.Client{IP: peerAddr(r.RemoteAddr)}
 	}
-	return challenge.Client{IP: st.client, JA4: st.ja4}
+	return st.challengeClient()
 }
 
 // errorPage answers an upstream failure with the localized error page.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/httpfp"
@@ -84,6 +85,18 @@ func (h *Handler) newState(r *http.Request) *reqState {
 		st.http = httpfp.NewH3Fingerprint(r, httpfp.Config{JA4H: h.cfg.Fingerprints.JA4H})
 	}
 	return st
+}
+
+// challengeClient is what a pass is bound to: the client's network, and
+// its TLS stack as the session's full handshake showed it (so that a
+// resumed session keeps its pass), with the stack's known family (so
+// that a pass holds across TCP and QUIC for the same browser only).
+func (st *reqState) challengeClient() challenge.Client {
+	cl := challenge.Client{IP: st.client}
+	if st.tls != nil {
+		cl.JA4, cl.Family = st.tls.JA4Session, st.tls.Client.Family
+	}
+	return cl
 }
 
 // validRequestID accepts the request IDs proxies send: 1 to 128 printable

@@ -38,6 +38,7 @@ const (
 	extSignatureAlgorithms uint16 = 0x000d
 	extALPN                uint16 = 0x0010
 	extPreSharedKey        uint16 = 0x0029
+	extEarlyData           uint16 = 0x002a
 	extSupportedVersions   uint16 = 0x002b
 	extQUICTransportParams uint16 = 0x0039
 	extECH                 uint16 = 0xfe0d

@@ -385,9 +385,14 @@ func TestFingerprintFacts(t *testing.T) {
 		Resumption: true, ECH: true, GREASE: true, Ciphers: 2, Extensions: 5,
 	}
 	got := *fp
-	got.JA4, got.JA4R, got.JA4O, got.JA4RO = "", "", "", ""
+	got.JA4, got.JA4R, got.JA4O, got.JA4RO, got.JA4Session = "", "", "", "", ""
 	if got != want {
 		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	// The session's JA4: the same hello without pre_shared_key, one
+	// extension fewer and another hash.
+	if !strings.HasPrefix(fp.JA4Session, "t13d0204h2_") || fp.JA4Session == fp.JA4 || fp.JA4[:10] != "t13d0205h2" {
+		t.Errorf("JA4 %s, JA4Session %s: want t13d0205h2_… and t13d0204h2_…", fp.JA4, fp.JA4Session)
 	}
 	if h.Len != len(msg) || !bytes.Equal(h.CompressionMethods, []byte{0}) || len(h.ALPN) != 2 {
 		t.Errorf("hello = %+v", h)

@@ -30,6 +30,14 @@ type Fingerprint struct {
 	// Resumption reports that the client offered a pre-shared key
 	// (RFC 8446 §4.2.11), i.e. it resumes an earlier session.
 	Resumption bool
+	// JA4Session is the JA4 of the session's full handshake: JA4 with the
+	// extensions only a resuming hello carries, pre_shared_key (RFC 8446
+	// §4.2.11) and early_data (§4.2.10), left out of the count and the
+	// hash. For a full handshake it is JA4. JA4 itself follows FoxIO's
+	// specification and counts them, so one browser's resumed hello has
+	// another JA4 than its first; what binds a visitor's pass to its TLS
+	// stack is JA4Session, the same for both.
+	JA4Session string
 	// QUIC reports a hello carried in QUIC (JA4 prefix "q").
 	QUIC bool
 	// ECH reports that the client offered encrypted_client_hello (0xfe0d).
@@ -118,6 +126,21 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 	}
 	fp.JA4, fp.JA4R, fp.Client = sp.ja4, sp.ja4r, sp.client
 	fp.setWireOrder(a, &l, sp, h.ServerName, alpn)
+	fp.JA4Session = fp.JA4
+	if fp.Resumption || h.has(extEarlyData) {
+		full := *h
+		full.Extensions = make([]uint16, 0, len(h.Extensions))
+		for _, e := range h.Extensions {
+			if e != extPreSharedKey && e != extEarlyData {
+				full.Extensions = append(full.Extensions, e)
+			}
+		}
+		first := full.Fingerprint(quic)
+		fp.JA4Session = first.JA4
+		if fp.Client == (Client{}) {
+			fp.Client = first.Client // the known-client table holds full handshakes
+		}
+	}
 	return fp
 }
 
