@@ -35,6 +35,8 @@ func confExchanges() []*confExchange {
 		{name: "100-continue", protos: "h1", reqs: []confReq{{method: "POST", path: "/echo", body: "after continue", expect: true}}},
 		{name: "103 early hints", reqs: []confReq{get("/early")}, nginx: "nginx 1.22 knows no 1xx but 101: on HTTP/2 its client gets a protocol error (DATA before HEADERS)"},
 		{name: "trailers", reqs: []confReq{get("/trailers")}, nginx: noTrailers},
+		{name: "request trailers", reqs: []confReq{{method: "POST", path: "/echo", body: "summed", chunked: true, sum: "42"}},
+			nginx: "nginx does not forward a client's trailers"},
 		{name: "sequence across parking", reqs: []confReq{get("/a"), get("/slow/300ms/b"), post("c", false), get("/chunked"), {method: "HEAD", path: "/fixed/7"}, get("/d")}},
 		{name: "pipeline 2", pipeline: true, reqs: []confReq{get("/a"), get("/b")}},
 		{name: "pipeline 3, slow middle", pipeline: true, reqs: []confReq{get("/c"), get("/slow/400ms/d"), get("/e")}},
@@ -55,6 +57,8 @@ func confExchanges() []*confExchange {
 		{name: "CL+TE", protos: "h1", h1: h1Status("POST /echo HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
 			"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true),
 			want: "HTTP/1.1 400\nthen the connection closed\n"},
+		{name: "upstream header timeout", h1: h1Timeout, hx: hxTimeout,
+			want: "{proto} 504\nthe upstream saw the request 1 time(s)\n"},
 		{name: "TRACE", h1: h1Status("TRACE /x HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n", false),
 			hx: hxStatus(confReq{method: "TRACE", path: "/x"}), want: "{proto} 405\n"},
 	}
@@ -77,6 +81,19 @@ func h1Status(raw string, closed bool) func(*confRun, *tls.Conn, *strings.Builde
 			out.WriteString(h1After(c, br) + "\n")
 		}
 	}
+}
+
+// h1Timeout, hxTimeout ask for an answer whose head comes after the
+// upstream header timeout (confHeaderTimeout): a 504, and the request,
+// which the upstream may have acted on, is not sent again.
+func h1Timeout(x *confRun, c *tls.Conn, out *strings.Builder) {
+	h1Status("GET /count/{id}/"+(2*confHeaderTimeout).String()+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n", false)(x, c, out)
+	fmt.Fprintf(out, "the upstream saw the request %d time(s)\n", x.up.hitCount(x.id))
+}
+
+func hxTimeout(x *confRun, c *http.Client, out *strings.Builder) {
+	hxStatus(confReq{method: "GET", path: "/count/{id}/" + (2 * confHeaderTimeout).String()})(x, c, out)
+	fmt.Fprintf(out, "the upstream saw the request %d time(s)\n", x.up.hitCount(x.id))
 }
 
 // hxStatus makes the request r and writes the answer's protocol and

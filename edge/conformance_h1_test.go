@@ -18,6 +18,7 @@ type confReq struct {
 	body         string
 	chunked      bool // the body in chunks, its length unsaid (HTTP/2, HTTP/3: a body of unknown length)
 	expect       bool // HTTP/1.1: Expect: 100-continue, the body sent once 100 Continue came
+	sum          string // the value of an X-Sum trailer after a chunked body
 	// cut: the upstream dies mid-answer; the client must not get a
 	// clean answer, and whether the head came before the end does not
 	// matter (HTTP/2 and HTTP/3 may drop what a reset stream carried).
@@ -49,6 +50,9 @@ func (r confReq) head(x *confRun) string {
 	switch {
 	case r.chunked:
 		b.WriteString("Transfer-Encoding: chunked\r\n")
+		if r.sum != "" {
+			b.WriteString("Trailer: X-Sum\r\n")
+		}
 	case r.body != "":
 		b.WriteString("Content-Length: " + strconv.Itoa(len(r.body)) + "\r\n")
 	}
@@ -70,7 +74,11 @@ func (r confReq) wireBody() string {
 		fmt.Fprintf(&b, "%x\r\n%s\r\n", n, s[:n])
 		s = s[n:]
 	}
-	return b.String() + "0\r\n\r\n"
+	b.WriteString("0\r\n")
+	if r.sum != "" {
+		b.WriteString("X-Sum: " + r.sum + "\r\n")
+	}
+	return b.String() + "\r\n"
 }
 
 // h1Dial opens an HTTP/1.1 connection to the target.

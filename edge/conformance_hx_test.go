@@ -68,6 +68,9 @@ func (x *confRun) newRequest(ctx context.Context, r confReq) *http.Request {
 		panic(err) // the table's requests are well formed
 	}
 	req.Host = "localhost"
+	if r.sum != "" {
+		req.Trailer = http.Header{"X-Sum": {r.sum}} // sent after the body
+	}
 	req.Header.Set("User-Agent", "curl/8.5.0")
 	for _, h := range r.header {
 		k, v, _ := strings.Cut(h, ": ")

@@ -40,6 +40,10 @@ import (
 // and at every slow answer of the upstream.
 const confParkAfter = 20 * time.Millisecond
 
+// confHeaderTimeout is the proxies' upstream header timeout: far beyond
+// any answer's but the one that tests it.
+const confHeaderTimeout = 3 * time.Second
+
 // confParking sets whether an edge parks idle connections.
 // TODO(issue 31): set cfg.Limits.ParkAfter (0 = never) once it lands;
 // until then a time to park beyond the idle timeout never parks.
@@ -87,6 +91,7 @@ func (tg *confTarget) parked(local net.Addr) bool {
 func confEdge(t *testing.T, up *confUpstream, park bool) *confTarget {
 	t.Helper()
 	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("", "policy: \"\"\n"+
+		"timeouts: {upstream_header: "+confHeaderTimeout.String()+"}\n"+
 		"sites: [{hosts: [localhost], upstream: "+up.plain.URL+", compress: false}]\n")))
 	if err != nil {
 		t.Fatal(err)
@@ -421,10 +426,11 @@ http {
 			proxy_set_header Connection $connection_upgrade;
 			proxy_buffering off;
 			proxy_request_buffering off;
+			proxy_read_timeout %[7]d;
 		}
 	}
 }
-`, user, dir, strings.TrimPrefix(up.plain.URL, "http://"), addr, certFile, keyFile)
+`, user, dir, strings.TrimPrefix(up.plain.URL, "http://"), addr, certFile, keyFile, int(confHeaderTimeout.Seconds()))
 	if err := os.WriteFile(dir+"/nginx.conf", []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}

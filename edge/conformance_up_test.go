@@ -157,10 +157,10 @@ func (u *confUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.Flush()
 			time.Sleep(20 * time.Millisecond) // only makes the body slow
 		}
-	case "echo": // what came: method, path, the X-Test field, the body
+	case "echo": // what came: method, path, the X-Test field, the body, the X-Sum trailer
 		body, err := io.ReadAll(r.Body)
 		h.Set("Content-Type", "text/plain")
-		fmt.Fprintf(w, "%s %s x-test=%q body=%d:%q err=%v\n", r.Method, r.URL.RequestURI(), r.Header.Get("X-Test"), len(body), body, err)
+		fmt.Fprintf(w, "%s %s x-test=%q body=%d:%q err=%v trailer=%q\n", r.Method, r.URL.RequestURI(), r.Header.Get("X-Test"), len(body), body, err, r.Trailer.Get("X-Sum"))
 	case "early": // 103 Early Hints, then the answer
 		h.Add("Link", "</style.css>; rel=preload; as=style")
 		w.WriteHeader(http.StatusEarlyHints)
