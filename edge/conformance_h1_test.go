@@ -16,8 +16,8 @@ type confReq struct {
 	method, path string
 	header       []string // "Name: value"
 	body         string
-	chunked      bool // the body in chunks, its length unsaid (HTTP/2, HTTP/3: a body of unknown length)
-	expect       bool // HTTP/1.1: Expect: 100-continue, the body sent once 100 Continue came
+	chunked      bool   // the body in chunks, its length unsaid (HTTP/2, HTTP/3: a body of unknown length)
+	expect       bool   // HTTP/1.1: Expect: 100-continue, the body sent once 100 Continue came
 	sum          string // the value of an X-Sum trailer after a chunked body
 	// cut: the upstream dies mid-answer; the client must not get a
 	// clean answer, and whether the head came before the end does not

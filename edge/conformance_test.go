@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,24 +45,15 @@ const confParkAfter = 20 * time.Millisecond
 // any answer's but the one that tests it.
 const confHeaderTimeout = 3 * time.Second
 
-// confParking sets whether an edge parks idle connections.
-// TODO(issue 31): set cfg.Limits.ParkAfter (0 = never) once it lands;
-// until then a time to park beyond the idle timeout never parks.
-func confParking(cfg *Config, on bool) {
-	cfg.parkAfter = 24 * time.Hour
-	if on {
-		cfg.parkAfter = confParkAfter
-	}
-}
-
 // confTarget is where a client sends the exchanges.
 type confTarget struct {
 	name   string // the table's column
 	addr   string // TCP: HTTP/1.1 and HTTP/2 over TLS
 	h3addr string // UDP: HTTP/3; "" if none
 	tls    *tls.Config
-	edge   *testEdge // the edge's, nil otherwise
-	park   bool      // the edge parks idle connections
+	edge   *testEdge     // the edge's, nil otherwise
+	park   bool          // the edge parks idle connections
+	tries  *atomic.Int64 // the edge's tries to park a connection
 }
 
 func (tg *confTarget) tlsConfig(alpn ...string) *tls.Config {
@@ -87,23 +79,30 @@ func (tg *confTarget) parked(local net.Addr) bool {
 	return false
 }
 
-// confEdge starts an edge in front of up's plain server.
+// confEdge starts an edge in front of up's plain server, parking idle
+// connections after confParkAfter when park, never otherwise.
 func confEdge(t *testing.T, up *confUpstream, park bool) *confTarget {
 	t.Helper()
+	parkAfter := 0 * time.Second
+	if park {
+		parkAfter = confParkAfter
+	}
 	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("", "policy: \"\"\n"+
+		"limits: {park_after: "+parkAfter.String()+"}\n"+
 		"timeouts: {upstream_header: "+confHeaderTimeout.String()+"}\n"+
 		"sites: [{hosts: [localhost], upstream: "+up.plain.URL+", compress: false}]\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	confParking(&cfg, park)
+	tries := new(atomic.Int64)
+	cfg.parkCheck = func(bool) { tries.Add(1) }
 	e := startEdgeConfig(t, cfg, io.Discard)
 	name := "park off"
 	if park {
 		name = "park on"
 	}
 	return &confTarget{name: name, addr: e.Addrs().HTTPS, h3addr: e.Addrs().HTTPS,
-		tls: e.tlsConfig(), edge: e, park: park}
+		tls: e.tlsConfig(), edge: e, park: park, tries: tries}
 }
 
 // confExchange is a row of the table.
@@ -204,6 +203,11 @@ func TestConformance(t *testing.T) {
 		}
 	})
 	confTable(t, targets, results)
+	for _, tg := range targets {
+		if tg.edge != nil && !tg.park && tg.tries.Load() != 0 {
+			t.Errorf("%s: the edge tried to park a connection %d times", tg.name, tg.tries.Load())
+		}
+	}
 }
 
 // run runs ex on x's protocol and returns what the client (and, where it
