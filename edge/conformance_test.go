@@ -204,8 +204,28 @@ func TestConformance(t *testing.T) {
 	})
 	confTable(t, targets, results)
 	for _, tg := range targets {
-		if tg.edge != nil && !tg.park && tg.tries.Load() != 0 {
+		if tg.edge == nil {
+			continue
+		}
+		if !tg.park && tg.tries.Load() != 0 {
 			t.Errorf("%s: the edge tried to park a connection %d times", tg.name, tg.tries.Load())
+		}
+		// Every client is gone: no request may still be in flight, no
+		// connection still counted (a reset, a cut or a half-close that
+		// left one hanging).
+		s := tg.edge.Server
+		busy := func() (requests, conns int) {
+			if s.env.inflight != nil {
+				requests = s.env.inflight.len()
+			}
+			if s.conns1 != nil {
+				conns = s.conns1.len()
+			}
+			return requests, conns
+		}
+		if !confPoll(func() bool { r, c := busy(); return r == 0 && c == 0 }) {
+			r, c := busy()
+			t.Errorf("%s: after the last client left, clients with requests in flight: %d, with connections: %d", tg.name, r, c)
 		}
 	}
 }
