@@ -410,12 +410,28 @@ func confNginx(t *testing.T, up *confUpstream) *confTarget {
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// nginx binds a port that was free a moment ago; should another
+	// test take it in between, it exits, and another port is tried.
+	var errs []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if err := startNginx(t, dir, addr, confNginxConf(dir, up, addr, certFile, keyFile)); err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		return &confTarget{name: "nginx", addr: addr, tls: &tls.Config{InsecureSkipVerify: true}}
 	}
-	addr := ln.Addr().String()
-	ln.Close() // nginx binds it again: a port free a moment ago
+	t.Fatalf("nginx did not start: %s", strings.Join(errs, "; "))
+	return nil
+}
+
+// confNginxConf is nginx's configuration: TLS on addr, proxying to up.
+func confNginxConf(dir string, up *confUpstream, addr, certFile, keyFile string) string {
 	user := ""
 	if os.Geteuid() == 0 {
 		user = "user root;\n"
@@ -455,27 +471,44 @@ http {
 	}
 }
 `, user, dir, strings.TrimPrefix(up.plain.URL, "http://"), addr, certFile, keyFile, int(confHeaderTimeout.Seconds()))
+	return conf
+}
+
+// startNginx runs nginx with conf until the test ends, and returns once
+// it listens on addr, or with why it did not.
+func startNginx(t *testing.T, dir, addr, conf string) error {
 	if err := os.WriteFile(dir+"/nginx.conf", []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	cmd := exec.Command("nginx", "-p", dir, "-c", dir+"/nginx.conf", "-e", dir+"/error.log")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	if !confPoll(func() bool {
+	exited := false
+	if confPoll(func() bool {
+		select {
+		case <-done:
+			exited = true
+			return true
+		default:
+		}
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
 		}
 		return err == nil
-	}) {
-		log, _ := os.ReadFile(dir + "/error.log")
-		t.Fatalf("nginx did not start: %s %s", stderr.String(), log)
+	}) && !exited {
+		return nil
 	}
-	return &confTarget{name: "nginx", addr: addr, tls: &tls.Config{InsecureSkipVerify: true}}
+	if !exited {
+		_ = cmd.Process.Kill()
+	}
+	<-done
+	log, _ := os.ReadFile(dir + "/error.log")
+	return fmt.Errorf("%s %s", stderr.String(), log)
 }
