@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -488,7 +489,16 @@ func startNginx(t *testing.T, dir, addr, conf string) error {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	stop := func() { // nginx's master ends its workers on SIGTERM, not when killed
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(confWait):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
 	exited := false
 	if confPoll(func() bool {
 		select {
@@ -505,10 +515,7 @@ func startNginx(t *testing.T, dir, addr, conf string) error {
 	}) && !exited {
 		return nil
 	}
-	if !exited {
-		_ = cmd.Process.Kill()
-	}
-	<-done
+	stop()
 	log, _ := os.ReadFile(dir + "/error.log")
 	return fmt.Errorf("%s %s", stderr.String(), log)
 }
