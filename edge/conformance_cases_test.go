@@ -112,7 +112,8 @@ func hxStatus(r confReq) func(*confRun, *http.Client, *strings.Builder) {
 }
 
 // h1SSE reads the events of /sse/{id} one by one: the upstream sends each
-// only once the client said it read the one before.
+// only once the client said it read the one before; with parking on, the
+// stream is quiet past the time to park before each.
 func h1SSE(x *confRun, c *tls.Conn, out *strings.Builder) {
 	io.WriteString(c, confReq{method: "GET", path: "/sse/{id}", header: []string{"Accept: text/event-stream"}}.head(x))
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -150,6 +151,9 @@ func confEvents(x *confRun, res *http.Response, out *strings.Builder) {
 			}
 		}
 		fmt.Fprintf(out, "event %q\n", event.String())
+		if x.tg.park {
+			time.Sleep(5 * confParkAfter) // a quiet stream, past the time to park: not a synchronization
+		}
 		x.up.ack(x.id)
 	}
 	rest, err := io.ReadAll(br)
