@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go/http3"
-	"golang.org/x/net/http2"
 )
 
 // hxClient is an HTTP/2 or HTTP/3 client of the target whose requests
@@ -24,10 +23,10 @@ func (x *confRun) hxClient() (c *http.Client, conn func() net.Conn, closeIdle fu
 	var mu sync.Mutex
 	var tc net.Conn
 	switch x.proto {
-	case "h2":
-		tr := &http2.Transport{TLSClientConfig: x.tg.tlsConfig("h2"), DisableCompression: true,
-			DialTLSContext: func(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
-				c, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, network, addr)
+	case "h2": // net/http's own HTTP/2 (x/net's http2.Transport is deprecated)
+		tr := &http.Transport{TLSClientConfig: x.tg.tlsConfig("h2"), DisableCompression: true, Protocols: new(http.Protocols),
+			DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := (&tls.Dialer{Config: x.tg.tlsConfig("h2")}).DialContext(ctx, network, addr)
 				if err == nil {
 					mu.Lock()
 					tc = c
@@ -35,6 +34,7 @@ func (x *confRun) hxClient() (c *http.Client, conn func() net.Conn, closeIdle fu
 				}
 				return c, err
 			}}
+		tr.Protocols.SetHTTP2(true)
 		rt, closeIdle = tr, tr.CloseIdleConnections
 	case "h3":
 		tr := &http3.Transport{TLSClientConfig: x.tg.tlsConfig("h3"), DisableCompression: true}
