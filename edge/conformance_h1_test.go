@@ -119,9 +119,18 @@ func (x *confRun) h1(ex *confExchange) string {
 }
 
 // h1Gap waits, with parking on, until the edge has parked c: the pause
-// between two requests that the exchange then runs across.
+// between two requests that the exchange then runs across. With parking
+// off, the first pause lasts past the default time to park, and c must
+// not have parked.
 func (x *confRun) h1Gap(c *tls.Conn, out *strings.Builder) {
 	if !x.tg.park {
+		if x.tg.edge != nil && !x.pausedOff {
+			x.pausedOff = true
+			time.Sleep(2 * defaultParkAfter) // the pause the exchange runs across, not a synchronization
+			if x.tg.parked(c.LocalAddr()) {
+				x.parks++
+			}
+		}
 		return
 	}
 	if confPoll(func() bool { return x.tg.parked(c.LocalAddr()) }) {
