@@ -66,8 +66,9 @@ unit:
 # conformance runs the differential conformance suite (edge/conformance*_test.go):
 # the same exchanges directly against a scripted upstream, through the edge
 # with parking on and off, and through nginx (installed by deps; without it
-# the column is skipped outside CI, and fails the run under CI=true).
-CONFORMANCE := $(GO) test -race -count=1 -timeout 10m -run '^TestConformance' ./edge
+# the column is skipped outside CI, and fails the run under CI=true). -v
+# shows its table: exchange × protocol × target, agrees or not.
+CONFORMANCE := $(GO) test -race -count=1 -timeout 10m -v -run '^TestConformance' ./edge
 conformance:
 	$(CONFORMANCE)
 

@@ -34,7 +34,14 @@ import (
 // test controls the wire), HTTP/2 and HTTP/3, where it makes sense. With
 // parking on, the HTTP/1.1 connection is made to park (and the test waits
 // until it has) before the exchange and between its requests, so that
-// every exchange is served on a connection that parked and came back.
+// every exchange is served on a connection that parked and came back;
+// HTTP/2 and HTTP/3 connections pause as long, though they never park.
+//
+// The test logs a table, exchange × protocol × target: "yes" agrees with
+// the reference (the upstream's direct answer, or for a row with a want,
+// the edge's contract), "NO" fails the test, "differs*" is nginx
+// answering otherwise by design (said below the table), "(ref)" the
+// upstream's own answer where a contract is the reference, "-" not run.
 
 // confParkAfter is the time to park of the edge with parking on: short, so
 // that a connection parks between any two requests the test spaces out,
