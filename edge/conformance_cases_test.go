@@ -21,6 +21,10 @@ func confExchanges() []*confExchange {
 		return confReq{method: "POST", path: "/echo", body: body, chunked: chunked, header: []string{"X-Test: " + fmt.Sprint(len(body))}}
 	}
 	noTrailers := "nginx does not forward an upstream's trailers"
+	// RFC 9112 §2.2: a server SHOULD ignore at least one empty line before
+	// a request line; net/http, in front of the upstream as in the edge,
+	// answers 400 to one after a GET.
+	emptyLine := "nginx ignores an empty line before a request line, as RFC 9112 §2.2 says it should; net/http (the upstream's server, and the edge's) answers 400"
 	return []*confExchange{
 		{name: "fixed body", reqs: []confReq{get("/fixed/100")}},
 		{name: "large fixed body", reqs: []confReq{get("/fixed/300000")}},
@@ -44,6 +48,8 @@ func confExchanges() []*confExchange {
 		{name: "pipeline 10 mixed", pipeline: true, reqs: []confReq{get("/p0"), get("/slow/100ms/p1"), get("/fixed/1000"), {method: "HEAD", path: "/fixed/10"},
 			get("/chunked"), get("/slow/300ms/p5"), get("/status/204"), get("/p7"), get("/dribble"), get("/p9")}},
 		{name: "pipeline with bodies", pipeline: true, reqs: []confReq{post("first body", false), post(confBody(70), true), get("/slow/300ms/x"), post("last", false)}},
+		{name: "empty line before a request", protos: "h1", reqs: []confReq{get("/a"), {method: "GET", path: "/b", lead: "\r\n"}}, nginx: emptyLine},
+		{name: "pipeline, empty line between", protos: "h1", pipeline: true, reqs: []confReq{get("/a"), {method: "GET", path: "/b", lead: "\r\n"}}, nginx: emptyLine},
 		{name: "client Connection: close", protos: "h1", closed: true, reqs: []confReq{get("/fixed/10", "Connection: close")}},
 		{name: "upstream Connection: close", reqs: []confReq{get("/close")}},
 		{name: "half-close", protos: "h1", halfClose: true, closed: true, reqs: []confReq{get("/slow/100ms/h")}},

@@ -19,6 +19,7 @@ type confReq struct {
 	chunked      bool   // the body in chunks, its length unsaid (HTTP/2, HTTP/3: a body of unknown length)
 	expect       bool   // HTTP/1.1: Expect: 100-continue, the body sent once 100 Continue came
 	sum          string // the value of an X-Sum trailer after a chunked body
+	lead         string // HTTP/1.1: bytes before the request line (empty lines, RFC 9112 §2.2)
 	// cut: the upstream dies mid-answer; the client must not get a
 	// clean answer, and whether the head came before the end does not
 	// matter (HTTP/2 and HTTP/3 may drop what a reset stream carried).
@@ -43,6 +44,7 @@ func confAnswer(r confReq, out *strings.Builder, write func(*strings.Builder) bo
 // head is r's request line and header section as sent on HTTP/1.1.
 func (r confReq) head(x *confRun) string {
 	var b strings.Builder
+	b.WriteString(r.lead)
 	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n", r.method, x.path(r.path))
 	for _, h := range r.header {
 		b.WriteString(h + "\r\n")
