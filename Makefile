@@ -2,14 +2,14 @@
 GO      ?= go
 PKGS    ?= ./...
 # Debian packages the tests drive for real: command → package.
-SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl haproxy:haproxy \
+SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl haproxy:haproxy nginx:nginx \
            wget:wget python3:python3 npm:npm node:nodejs \
            dpkg-deb:dpkg systemd-analyze:systemd man:man-db shellcheck:shellcheck \
            zsh:zsh update-ca-certificates:ca-certificates script:bsdutils
 # Packages without a command: fonts for the screenshots of the challenge page.
 SYSPKGS := fonts-noto-cjk
 
-.PHONY: demo test deps check unit fuzz bench bench-peers attack build deb clean
+.PHONY: demo test deps check unit conformance test-next-go fuzz bench bench-peers attack build deb clean
 
 demo:
 	$(GO) run ./cmd/edge demo
@@ -62,6 +62,21 @@ check:
 # caches and atomics, and a race is a bug even when no test fails.
 unit:
 	$(GO) test -race -timeout 25m $(PKGS)
+
+# conformance runs the differential conformance suite (edge/conformance*_test.go):
+# the same exchanges directly against a scripted upstream, through the edge
+# with parking on and off, and through nginx (installed by deps; without it
+# the column is skipped outside CI, and fails the run under CI=true). -v
+# shows its table: exchange × protocol × target, agrees or not.
+CONFORMANCE := $(GO) test -race -count=1 -timeout 10m -v -run '^TestConformance' ./edge
+conformance:
+	$(CONFORMANCE)
+
+# test-next-go runs the conformance suite with the next Go release, which
+# the go command fetches from the module proxy (go.mod stays where it is).
+NEXTGO ?= go1.27.3
+test-next-go:
+	GOTOOLCHAIN=$(NEXTGO) $(CONFORMANCE)
 
 # fuzz runs every fuzz target for FUZZTIME each (long runs; not part of test):
 # those of fuzz/, and any of edge's own for what no other package can reach.
