@@ -106,9 +106,13 @@ func fastPath(req *http.Request) bool {
 }
 
 // RoundTrip sends req on an idle connection of its address, or a new one.
-// A reused connection that fails before any byte of the answer arrived
-// (the upstream closed it while it was idle) is replaced by a new one
-// once: the request is idempotent, as http.Transport retries it.
+// A reused connection the upstream had closed while it was idle (the
+// request could not be written, or the connection ended or was reset
+// before any byte of the answer) is replaced by a new one once: the
+// request is idempotent and the upstream cannot have processed it, as
+// http.Transport retries it (shouldRetryRequest). A wait that timed out
+// (timeouts.upstream_header) is never retried: the upstream may be
+// working on the request.
 func (c *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	addr := req.URL.Host
 	pc := c.get(addr)
@@ -172,7 +176,7 @@ func (c *h1Client) exchange(pc *h1Conn, req *http.Request, addr string) (*http.R
 	stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(time.Unix(1, 0)) })
 	if err := writeRequest(pc.bw, req); err != nil {
 		stop()
-		if errors.Is(err, errBadHead) {
+		if errors.Is(err, errBadHead) || isTimeout(err) {
 			return nil, err
 		}
 		return nil, nothingReceived{err}
@@ -208,10 +212,13 @@ func (c *h1Client) exchange(pc *h1Conn, req *http.Request, addr string) (*http.R
 // ReverseProxy.
 func (c *h1Client) readHead(pc *h1Conn, req *http.Request) (*http.Response, error) {
 	if _, err := pc.br.Peek(1); err != nil {
-		if pc.limit == 0 {
-			err = errHeaderTooLarge
+		switch {
+		case pc.limit == 0:
+			return nil, errHeaderTooLarge
+		case isTimeout(err): // the upstream may be at work on it: never sent again
+			return nil, err
 		}
-		return nil, nothingReceived{err}
+		return nil, nothingReceived{err} // closed or reset: the request was not processed
 	}
 	for n := 0; ; n++ {
 		res, err := http.ReadResponse(pc.br, req)
