@@ -12,7 +12,7 @@ import (
 // client that holds the fewest, not to the one that queued the most.
 func TestConnSlotsFairHandoff(t *testing.T) {
 	t.Parallel()
-	s := newConnSlots(2)
+	s := newConnSlots(2, 1024, 0)
 	ctx := context.Background()
 	hog, honest := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("198.51.100.7")
 	for range 2 {
@@ -51,7 +51,7 @@ func TestConnSlotsFairHandoff(t *testing.T) {
 // ends, leaves the line and holds nothing.
 func TestConnSlotsGiveUp(t *testing.T) {
 	t.Parallel()
-	s := newConnSlots(1)
+	s := newConnSlots(1, 1024, 0)
 	a := netip.MustParseAddr("192.0.2.1")
 	if err := s.acquire(context.Background(), a, time.Second); err != nil {
 		t.Fatal(err)
