@@ -304,10 +304,11 @@ func (t *upstreamTransport) hold(res *http.Response, slots *connSlots, client ne
 	rwc, switched := res.Body.(io.ReadWriteCloser)
 	switched = switched && res.StatusCode == http.StatusSwitchingProtocols
 	stream := switched || eventStream(res.Header.Get("Content-Type"))
-	switch {
-	case ticket && !switched:
+	if ticket && !switched {
 		slots.giveStream() // not switched: an answer as any other
-	case stream && !ticket && !slots.takeStream():
+		ticket = false
+	}
+	if stream && !ticket && !slots.takeStream() {
 		_ = res.Body.Close()
 		slots.release(client)
 		return nil, errStreamsFull
