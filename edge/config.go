@@ -347,8 +347,9 @@ type Limits struct {
 	// over all its connections and protocols; beyond it the answer is 429.
 	// Default 256.
 	RequestsPerClient int `yaml:"requests_per_client"`
-	// UpstreamConns caps the connections to each upstream address; requests
-	// beyond it wait in line for a free one. Default 32.
+	// UpstreamConns caps the connections to each upstream address, those
+	// of streams apart (UpstreamStreams); requests beyond it wait in line
+	// for a free one. Default 32.
 	UpstreamConns int `yaml:"upstream_conns"`
 	// UpstreamQueue is how long a request waits for a free upstream
 	// connection before it is answered 503 with Retry-After. Default 10s.
