@@ -73,8 +73,11 @@ func newTransport(cfg *Config, tlsByAddr map[string]*tls.Config, lim *connLimit)
 		// The slots bound exchanges; this bounds connections, dials in
 		// progress included: a request reset while its dial is under way
 		// leaves that dial to finish into the idle pool, and without this
-		// cap a flood of resets would dial on and on.
-		MaxConnsPerHost:        cfg.Limits.UpstreamConns,
+		// cap a flood of resets would dial on and on. A stream's connection
+		// (an event stream, a long poll) stays the Transport's while it
+		// lasts, beside the others: connLimit holds those to
+		// upstream_conns.
+		MaxConnsPerHost:        cfg.Limits.UpstreamConns + cfg.Limits.UpstreamStreams,
 		IdleConnTimeout:        90 * time.Second,
 		ResponseHeaderTimeout:  cfg.Timeouts.UpstreamHeader.D(),
 		ExpectContinueTimeout:  time.Second,

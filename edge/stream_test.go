@@ -211,11 +211,30 @@ func streamsUpstream(t *testing.T) *httptest.Server {
 	return up
 }
 
+// streamClient is a client for streams that stay open: each waits at most
+// 20s for its answer's head, and as long as the test runs for the rest
+// (http.Client.Timeout would end it).
+func streamClient(e *testEdge) *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: e.tlsConfig("http/1.1"),
+		ResponseHeaderTimeout: 20 * time.Second, DisableCompression: true}}
+}
+
 // openEvents opens an event stream and reads its first event (want); the
 // stream stays open until the test ends. The rest is read from br.
 func openEvents(t *testing.T, c *http.Client, u, want string) (res *http.Response, br *bufio.Reader, err error) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", u, nil)
+	return openEventsMethod(t, c, "GET", u, want)
+}
+
+// openEventsMethod is openEvents with a method: a POST carries a body, and
+// goes to the upstream through http.Transport.
+func openEventsMethod(t *testing.T, c *http.Client, method, u, want string) (res *http.Response, br *bufio.Reader, err error) {
+	t.Helper()
+	var body io.Reader
+	if method == "POST" {
+		body = strings.NewReader("a body")
+	}
+	req, _ := http.NewRequest(method, u, body)
 	req.Host = "localhost"
 	req.Header.Set("User-Agent", "curl/8.5.0")
 	if res, err = c.Do(req); err != nil {
@@ -268,30 +287,47 @@ func echo(ws *websocket.Conn) error {
 
 // TestStreamsHoldNoSlot: websockets and server-sent events hold none of
 // limits.upstream_conns: with 4 connections to the upstream, 10 of each
-// stay open, and plain requests beside them are answered as usual.
+// stay open (event streams asked for with a GET, on the edge's own client,
+// and with a POST, on http.Transport), and plain requests beside them are
+// answered as usual, on either client.
 func TestStreamsHoldNoSlot(t *testing.T) {
 	t.Parallel()
 	up := streamsUpstream(t)
 	e := startEdge(t, "limits: {upstream_conns: 4, upstream_queue: 5s}\npolicy: \"\"\n"+
 		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
-	c := e.client(t, "h2")
+	c, sc := e.client(t, "h2"), streamClient(e)
 	for i := range 10 {
-		if res, _, err := openEvents(t, c, e.url("/events"), "data: hi\n"); err != nil || res.StatusCode != 200 {
+		if res, _, err := openEvents(t, sc, e.url("/events"), "data: hi\n"); err != nil || res.StatusCode != 200 {
 			t.Fatalf("event stream %d: %v %v", i, res, err)
 		}
 		if _, err := openWebsocket(t, e); err != nil {
 			t.Fatalf("websocket %d: %v", i, err)
 		}
+		if res, _, err := openEventsMethod(t, sc, "POST", e.url("/events"), "data: hi\n"); err != nil || res.StatusCode != 200 {
+			t.Fatalf("event stream %d asked for with a POST: %v %v", i, res, err)
+		}
 	}
 	for i := range 8 {
 		res, body := get(t, c, e.url("/plain"), "User-Agent", "curl/8.5.0")
 		if res.StatusCode != 200 || body != "ok" {
-			t.Fatalf("plain request %d beside 20 streams: %d %q", i, res.StatusCode, body)
+			t.Fatalf("plain request %d beside 30 streams: %d %q", i, res.StatusCode, body)
+		}
+		req, _ := http.NewRequest("POST", e.url("/plain"), strings.NewReader("a body"))
+		req.Host = "localhost"
+		req.Header.Set("User-Agent", "curl/8.5.0")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("plain POST %d beside 30 streams: %v", i, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || string(b) != "ok" {
+			t.Fatalf("plain POST %d beside 30 streams: %d %q", i, res.StatusCode, b)
 		}
 	}
 	slots := e.Handler().sites.lookup("localhost").routes[0].pool.targets[0].slots
-	if n := slots.nstreams.Load(); n != 20 {
-		t.Errorf("%d streams counted, want 20", n)
+	if n := slots.nstreams.Load(); n != 30 {
+		t.Errorf("%d streams counted, want 30", n)
 	}
 }
 
@@ -303,15 +339,15 @@ func TestStreamsBounded(t *testing.T) {
 	up := streamsUpstream(t)
 	e := startEdge(t, "limits: {upstream_conns: 4, upstream_streams: 2}\npolicy: \"\"\n"+
 		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
-	c := e.client(t, "h2")
-	first, _, err := openEvents(t, c, e.url("/events"), "data: hi\n")
+	c, sc := e.client(t, "h2"), streamClient(e)
+	first, _, err := openEvents(t, sc, e.url("/events"), "data: hi\n")
 	if err != nil || first.StatusCode != 200 {
 		t.Fatalf("first stream: %v %v", first, err)
 	}
 	if _, err := openWebsocket(t, e); err != nil {
 		t.Fatalf("second stream: %v", err)
 	}
-	res, _, err := openEvents(t, c, e.url("/events"), "data: hi\n")
+	res, _, err := openEvents(t, sc, e.url("/events"), "data: hi\n")
 	if err != nil || res.StatusCode != 503 || res.Header.Get("Retry-After") == "" {
 		t.Fatalf("a third event stream: %v %v, want 503 with Retry-After", res, err)
 	}
@@ -326,7 +362,7 @@ func TestStreamsBounded(t *testing.T) {
 	if !waitFor(t, 20*time.Second, func() bool { return slots.nstreams.Load() == 1 }) {
 		t.Fatalf("a closed stream still counted: %d", slots.nstreams.Load())
 	}
-	if res, _, err := openEvents(t, c, e.url("/events"), "data: hi\n"); err != nil || res.StatusCode != 200 {
+	if res, _, err := openEvents(t, sc, e.url("/events"), "data: hi\n"); err != nil || res.StatusCode != 200 {
 		t.Fatalf("a stream after one ended: %v %v", res, err)
 	}
 }
