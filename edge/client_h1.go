@@ -40,6 +40,7 @@ import (
 type h1Client struct {
 	dial           dialer
 	headerTimeout  time.Duration // for the answer's head; 0: none
+	readTimeout    time.Duration // for each read of the answer's body; 0: none
 	maxHeaderBytes int64
 	maxIdle        int // per address
 	idleTimeout    time.Duration
@@ -106,9 +107,13 @@ func fastPath(req *http.Request) bool {
 }
 
 // RoundTrip sends req on an idle connection of its address, or a new one.
-// A reused connection that fails before any byte of the answer arrived
-// (the upstream closed it while it was idle) is replaced by a new one
-// once: the request is idempotent, as http.Transport retries it.
+// A reused connection the upstream had closed while it was idle (the
+// request could not be written, or the connection ended or was reset
+// before any byte of the answer) is replaced by a new one once: the
+// request is idempotent and the upstream cannot have processed it, as
+// http.Transport retries it (shouldRetryRequest). A wait that timed out
+// (timeouts.upstream_header) is never retried: the upstream may be
+// working on the request.
 func (c *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	addr := req.URL.Host
 	pc := c.get(addr)
@@ -172,7 +177,7 @@ func (c *h1Client) exchange(pc *h1Conn, req *http.Request, addr string) (*http.R
 	stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(time.Unix(1, 0)) })
 	if err := writeRequest(pc.bw, req); err != nil {
 		stop()
-		if errors.Is(err, errBadHead) {
+		if errors.Is(err, errBadHead) || isTimeout(err) {
 			return nil, err
 		}
 		return nil, nothingReceived{err}
@@ -199,7 +204,8 @@ func (c *h1Client) exchange(pc *h1Conn, req *http.Request, addr string) (*http.R
 		c.release(pc, addr, stop, reusable)
 		return res, nil
 	}
-	res.Body = &h1Body{rc: res.Body, pc: pc, c: c, addr: addr, stop: stop, reusable: reusable}
+	res.Body = &h1Body{rc: res.Body, pc: pc, c: c, addr: addr, stop: stop, reusable: reusable,
+		ctx: ctx, timeout: c.readTimeout}
 	return res, nil
 }
 
@@ -208,10 +214,13 @@ func (c *h1Client) exchange(pc *h1Conn, req *http.Request, addr string) (*http.R
 // ReverseProxy.
 func (c *h1Client) readHead(pc *h1Conn, req *http.Request) (*http.Response, error) {
 	if _, err := pc.br.Peek(1); err != nil {
-		if pc.limit == 0 {
-			err = errHeaderTooLarge
+		switch {
+		case pc.limit == 0:
+			return nil, errHeaderTooLarge
+		case isTimeout(err): // the upstream may be at work on it: never sent again
+			return nil, err
 		}
-		return nil, nothingReceived{err}
+		return nil, nothingReceived{err} // closed or reset: the request was not processed
 	}
 	for n := 0; ; n++ {
 		res, err := http.ReadResponse(pc.br, req)
@@ -338,35 +347,71 @@ func (c *h1Client) Close() {
 // a Read is under way (a spill's drainer reads as the handler closes), as
 // http.Transport's bodies allow: it ends that Read, and a connection is
 // either given back or closed, never both.
+//
+// Each read waits at most timeout (timeouts.upstream_read) for the
+// upstream, unless the answer is a stream of server-sent events.
 type h1Body struct {
-	rc       io.ReadCloser
-	pc       *h1Conn
-	c        *h1Client
-	addr     string
-	stop     func() bool
-	reusable bool
+	rc   io.ReadCloser
+	pc   *h1Conn
+	c    *h1Client
+	addr string
+	stop func() bool
+	ctx  context.Context
 
-	mu   sync.Mutex
-	done bool // released or closed
+	mu       sync.Mutex
+	done     bool // released or closed
+	reusable bool
+	timeout  time.Duration
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
 	b.mu.Lock()
-	done := b.done
+	done, timeout := b.done, b.timeout
 	b.mu.Unlock()
 	if done {
 		return 0, io.EOF
+	}
+	if timeout > 0 {
+		_ = b.pc.nc.SetReadDeadline(time.Now().Add(timeout))
+		if err := b.ctx.Err(); err != nil { // the deadline may have undone stop's
+			return 0, err
+		}
 	}
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
 		b.mu.Lock()
 		if !b.done {
 			b.done = true
+			if b.timeout > 0 {
+				_ = b.pc.nc.SetReadDeadline(time.Time{})
+			}
 			b.c.release(b.pc, b.addr, b.stop, b.reusable)
 		}
 		b.mu.Unlock()
 	}
 	return n, err
+}
+
+// limited is the answer's connection, if counted by a connLimit.
+func (b *h1Body) limited() *limitedConn {
+	lc, _ := b.pc.nc.(*limitedConn)
+	return lc
+}
+
+// noReuse closes the connection at the answer's end: it carried a stream,
+// not counted among the address's connections.
+func (b *h1Body) noReuse() {
+	b.mu.Lock()
+	b.reusable = false
+	b.mu.Unlock()
+}
+
+// streams makes the answer a stream of server-sent events: its reads wait
+// for the upstream as long as it takes, and its connection is not reused.
+func (b *h1Body) streams() {
+	b.mu.Lock()
+	b.reusable, b.timeout = false, 0
+	b.mu.Unlock()
 }
 
 func (b *h1Body) Close() error {

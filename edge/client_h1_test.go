@@ -589,3 +589,31 @@ func TestClientCloseDuringRead(t *testing.T) {
 		t.Errorf("%d idle connections after a closed body, want 0", idle)
 	}
 }
+
+// TestClientHeaderTimeoutNotRetried: an answer whose head does not come
+// within timeouts.upstream_header is a 504 after that one wait, and the
+// request is not sent again: the upstream may be working on it (a GET can
+// still cost it dearly), and a second try would double the wait. The
+// first request leaves a pooled connection, so the timed-out one goes out
+// on a reused connection, where a stale one is retried.
+func TestClientHeaderTimeoutNotRetried(t *testing.T) {
+	t.Parallel()
+	never := make(chan struct{})
+	up := newScriptedUpstream(t, func(n int, _ string) answer {
+		if n == 0 {
+			return answer{raw: okAnswer}
+		}
+		return answer{late: okAnswer} // after the test
+	}, never)
+	t.Cleanup(func() { close(never) })
+	h := newTestHandler(t, "timeouts: {upstream_header: 200ms}\n"+clientSite(up.URL))
+	if w := serveRaw(t, h, fmt.Sprintf(getReq, 0)); w.Code != 200 {
+		t.Fatalf("first request: %d", w.Code)
+	}
+	if w := serveRaw(t, h, fmt.Sprintf(getReq, 1)); w.Code != http.StatusGatewayTimeout {
+		t.Errorf("an answer whose head never comes: %d, want 504", w.Code)
+	}
+	if got := up.requests(); len(got) != 2 {
+		t.Errorf("the upstream saw %d requests, want 2 (the timed-out one once)", len(got))
+	}
+}

@@ -46,6 +46,8 @@ type Config struct {
 	decodeErr error
 	// spillAfter replaces the const of that name when set (tests).
 	spillAfter time.Duration
+	// streamQuiet replaces the const of that name when set (tests).
+	streamQuiet time.Duration
 	// parkCheck, when set, is told each time an idle HTTP/1 connection
 	// could be parked whether it stood at rest; parkNoPoll has parked
 	// connections wait on goroutines, as where epoll is missing (tests).
@@ -312,11 +314,18 @@ type Timeouts struct {
 	ReadHeader   Duration `yaml:"read_header"`   // default 10s
 	Idle         Duration `yaml:"idle"`          // keep-alive idle; default 120s
 	UpstreamDial Duration `yaml:"upstream_dial"` // default 5s
-	// UpstreamHeader bounds the wait for the upstream's response header;
-	// 0 = no limit (long polls and slow pages work).
+	// UpstreamHeader bounds the wait for the upstream's response header
+	// (nginx's proxy_read_timeout, 60s, bounds it too). Default 60s; 0s:
+	// no bound.
 	UpstreamHeader Duration `yaml:"upstream_header"`
 	Drain          Duration `yaml:"drain"`      // in-flight requests on SIGTERM; default 30s
 	FailPause      Duration `yaml:"fail_pause"` // a failing upstream address is skipped this long; default 10s
+
+	// UpstreamRead bounds the wait between two reads of an upstream's
+	// answer body (nginx's proxy_read_timeout); beyond it the answer is
+	// cut. Websockets and server-sent events are not bounded by it.
+	// Default 60s; 0s: no bound.
+	UpstreamRead Duration `yaml:"upstream_read"`
 }
 
 // Limits bound what one client, or all of them together, can hold of the
@@ -338,12 +347,18 @@ type Limits struct {
 	// over all its connections and protocols; beyond it the answer is 429.
 	// Default 256.
 	RequestsPerClient int `yaml:"requests_per_client"`
-	// UpstreamConns caps the connections to each upstream address; requests
-	// beyond it wait in line for a free one. Default 32.
+	// UpstreamConns caps the connections to each upstream address, those
+	// of streams apart (UpstreamStreams); requests beyond it wait in line
+	// for a free one. Default 32.
 	UpstreamConns int `yaml:"upstream_conns"`
 	// UpstreamQueue is how long a request waits for a free upstream
 	// connection before it is answered 503 with Retry-After. Default 10s.
 	UpstreamQueue Duration `yaml:"upstream_queue"`
+	// UpstreamStreams caps the streams open to each upstream address
+	// (websockets, server-sent events, long polls), which hold none of its
+	// upstream_conns; beyond it a new one is answered 503 with
+	// Retry-After. Default 1024.
+	UpstreamStreams int `yaml:"upstream_streams"`
 	// BodyTimeout and BodyMinRate bound how slowly a request body may
 	// arrive (Apache's mod_reqtimeout body=20,MinRate=500): within
 	// BodyTimeout, extended by a second per BodyMinRate bytes received; a
@@ -408,6 +423,9 @@ func DefaultConfig() Config {
 			UpstreamDial: Duration(5 * time.Second),
 			Drain:        Duration(30 * time.Second),
 			FailPause:    Duration(10 * time.Second),
+
+			UpstreamHeader: Duration(60 * time.Second), // nginx's proxy_read_timeout
+			UpstreamRead:   Duration(60 * time.Second),
 		},
 		Limits: Limits{
 			HeaderBytes:       64 << 10,
@@ -416,6 +434,7 @@ func DefaultConfig() Config {
 			RequestsPerClient: 256,
 			UpstreamConns:     32,
 			UpstreamQueue:     Duration(10 * time.Second),
+			UpstreamStreams:   1024,
 			BodyTimeout:       Duration(20 * time.Second),
 			BodyMinRate:       500,
 			WriteTimeout:      Duration(30 * time.Second),

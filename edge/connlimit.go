@@ -54,7 +54,7 @@ func (l *connLimit) wrap(d dialer) dialer {
 			l.give(addr)
 			return nil, err
 		}
-		return &limitedConn{Conn: c, release: func() { l.give(addr) }}, nil
+		return &limitedConn{Conn: c, lim: l, addr: addr, counted: true}, nil
 	}
 }
 
@@ -108,6 +108,15 @@ func (l *connLimit) give(addr string) {
 	l.mu.Unlock()
 }
 
+// add counts a connection to addr open again, past the cap if need be: it
+// is open already.
+func (l *connLimit) add(addr string) {
+	l.mu.Lock()
+	l.open[addr]++
+	l.most = max(l.most, l.open[addr])
+	l.mu.Unlock()
+}
+
 // peak is the most connections that were open to one address at once.
 func (l *connLimit) peak() int {
 	l.mu.Lock()
@@ -115,11 +124,43 @@ func (l *connLimit) peak() int {
 	return l.most
 }
 
-// limitedConn is a connection counted by a connLimit until it closes.
+// limitedConn is a connection counted by a connLimit until it closes, or
+// while it carries no stream: a stream's connection (a websocket, server-
+// sent events, a long poll) is counted under limits.upstream_streams
+// instead (connSlots), and is not counted here from the moment its answer
+// becomes one until it ends.
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	lim  *connLimit
+	addr string
+
+	mu      sync.Mutex
+	counted bool // among lim's open connections to addr
+	closed  bool
+}
+
+// uncount takes the connection out of its address's count: it closes, or
+// carries a stream.
+func (c *limitedConn) uncount() {
+	c.mu.Lock()
+	was := c.counted
+	c.counted = false
+	c.mu.Unlock()
+	if was {
+		c.lim.give(c.addr)
+	}
+}
+
+// recount counts a connection whose stream ended again, unless it has
+// closed: a client may have kept it for the next exchange.
+func (c *limitedConn) recount() {
+	c.mu.Lock()
+	add := !c.closed && !c.counted
+	c.counted = c.counted || add
+	c.mu.Unlock()
+	if add {
+		c.lim.add(c.addr)
+	}
 }
 
 // Close closes the connection, and counts it closed once the upstream has
@@ -128,17 +169,24 @@ type limitedConn struct {
 // connection until it notices, and a new one must not be opened beside
 // it meanwhile. Its last bytes are read and dropped.
 func (c *limitedConn) Close() error {
+	c.mu.Lock()
+	again := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if again {
+		return nil
+	}
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
 	if !ok || cw.CloseWrite() != nil {
 		err := c.Conn.Close()
-		c.once.Do(c.release)
+		c.uncount()
 		return err
 	}
 	go func() {
 		_ = c.Conn.SetReadDeadline(time.Now().Add(lingerClose))
 		_, _ = io.Copy(io.Discard, io.LimitReader(c.Conn, 1<<20))
 		_ = c.Conn.Close()
-		c.once.Do(c.release)
+		c.uncount()
 	}()
 	return nil
 }

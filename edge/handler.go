@@ -77,7 +77,7 @@ func NewHandler(cfg Config, env Env) (*Handler, error) {
 func (h *Handler) build() error {
 	cfg, env := &h.cfg, &h.env
 	var err error
-	h.sites, err = newSiteTable(cfg, env.access.open, &slotTable{size: cfg.Limits.UpstreamConns})
+	h.sites, err = newSiteTable(cfg, env.access.open, &slotTable{size: cfg.Limits.UpstreamConns, streams: cfg.Limits.UpstreamStreams, quiet: cfg.streamQuiet})
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,8 @@ func (h *Handler) build() error {
 		h.transport.CloseIdleConnections()
 		h.h1.closeIdle(addr)
 	}
-	h.upstream = &upstreamTransport{base: h.transport, fast: h.h1, queue: cfg.Limits.UpstreamQueue.D()}
+	h.upstream = &upstreamTransport{base: h.transport, fast: h.h1, queue: cfg.Limits.UpstreamQueue.D(),
+		read: cfg.Timeouts.UpstreamRead.D()}
 	h.bufs = newBufferPool()
 	h.proxy = h.newReverseProxy(h.upstream, h.bufs)
 	cmp, err := compress.New(compress.Config{})

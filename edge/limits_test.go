@@ -968,3 +968,125 @@ func TestCutBodiesNeverForwarded(t *testing.T) {
 		}
 	}
 }
+
+// quietPoll opens /poll of streamsUpstream through e over HTTP/1.1 and
+// reads the first byte of its answer: the edge is then waiting for the
+// rest from the upstream, holding the upstream's one connection. It
+// returns once the edge's read of the answer is under way.
+func quietPoll(t *testing.T, e *testEdge) *connSlots {
+	t.Helper()
+	conn, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_, _ = io.WriteString(conn, "GET /poll HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	res, err := http.ReadResponse(bufioReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(res.Body, b[:]); err != nil || b[0] != 'o' {
+		t.Fatalf("the long poll's first byte: %q %v", b, err)
+	}
+	slots := e.Handler().sites.lookup("localhost").routes[0].pool.targets[0].slots
+	reading := func() bool {
+		slots.mu.Lock()
+		defer slots.mu.Unlock()
+		for b := range slots.answers {
+			if b.readSince.Load() != 0 {
+				return true
+			}
+		}
+		return false
+	}
+	if !waitFor(t, 20*time.Second, reading) {
+		t.Fatal("the edge never waited for the rest of the long poll")
+	}
+	return slots
+}
+
+// TestWaiterHonoursQueueBehindQuietAnswer: a request waiting for the one
+// upstream connection, held by an answer whose upstream has gone quiet
+// (and that does not count as a stream here), gets its 503 when
+// limits.upstream_queue has passed, and a waiting request whose client
+// leaves leaves the line: the read-ahead it starts never waits for the
+// quiet upstream.
+func TestWaiterHonoursQueueBehindQuietAnswer(t *testing.T) {
+	t.Parallel()
+	up := streamsUpstream(t)
+	for _, tt := range []struct {
+		name  string
+		queue string
+	}{{"queue time", "300ms"}, {"client gone", "60s"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("",
+				"limits: {upstream_conns: 1, upstream_queue: "+tt.queue+"}\npolicy: \"\"\n"+
+					"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.streamQuiet = time.Hour // the answer stays an ordinary one
+			e := startEdgeConfig(t, cfg, io.Discard)
+			slots := quietPoll(t, e)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", e.url("/plain"), nil)
+			req.Host = "localhost"
+			req.Header.Set("User-Agent", "curl/8.5.0")
+			type result struct {
+				res *http.Response
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				res, err := e.client(t, "h2").Do(req)
+				if err == nil {
+					res.Body.Close()
+				}
+				done <- result{res, err}
+			}()
+			if tt.queue == "60s" {
+				waiting := func() bool { slots.mu.Lock(); defer slots.mu.Unlock(); return slots.nwait == 1 }
+				if !waitFor(t, 20*time.Second, waiting) {
+					t.Fatal("the request never waited for the connection")
+				}
+				cancel()
+				left := func() bool { slots.mu.Lock(); defer slots.mu.Unlock(); return slots.nwait == 0 }
+				if !waitFor(t, 20*time.Second, left) {
+					t.Fatal("a request whose client left still waits for the connection")
+				}
+				<-done
+				return
+			}
+			select {
+			case r := <-done:
+				if r.err != nil || r.res.StatusCode != 503 || r.res.Header.Get("Retry-After") == "" {
+					t.Fatalf("a request past its queue time: %v %v, want 503 with Retry-After", r.res, r.err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("a request waited past its queue time (300ms) for an answer whose upstream is quiet")
+			}
+		})
+	}
+}
+
+// TestLongPollGivesItsSlot: an answer whose upstream has been quiet for a
+// while (a long poll) while a request waits for the connection it holds
+// becomes a stream and gives the connection up: the request is answered.
+func TestLongPollGivesItsSlot(t *testing.T) {
+	t.Parallel()
+	up := streamsUpstream(t)
+	e := startEdge(t, "limits: {upstream_conns: 1, upstream_queue: 30s}\npolicy: \"\"\n"+
+		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	slots := quietPoll(t, e)
+	res, body := get(t, e.client(t, "h2"), e.url("/plain"), "User-Agent", "curl/8.5.0")
+	if res.StatusCode != 200 || body != "ok" {
+		t.Fatalf("a request beside a long poll: %d %q", res.StatusCode, body)
+	}
+	if n := slots.nstreams.Load(); n != 1 {
+		t.Errorf("%d streams counted, want the long poll", n)
+	}
+}

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,8 +73,11 @@ func newTransport(cfg *Config, tlsByAddr map[string]*tls.Config, lim *connLimit)
 		// The slots bound exchanges; this bounds connections, dials in
 		// progress included: a request reset while its dial is under way
 		// leaves that dial to finish into the idle pool, and without this
-		// cap a flood of resets would dial on and on.
-		MaxConnsPerHost:        cfg.Limits.UpstreamConns,
+		// cap a flood of resets would dial on and on. A stream's connection
+		// (an event stream, a long poll) stays the Transport's while it
+		// lasts, beside the others: connLimit holds those to
+		// upstream_conns.
+		MaxConnsPerHost:        cfg.Limits.UpstreamConns + cfg.Limits.UpstreamStreams,
 		IdleConnTimeout:        90 * time.Second,
 		ResponseHeaderTimeout:  cfg.Timeouts.UpstreamHeader.D(),
 		ExpectContinueTimeout:  time.Second,
@@ -100,6 +105,7 @@ func newH1Client(cfg *Config, lim *connLimit) *h1Client {
 	return &h1Client{
 		dial:           plain,
 		headerTimeout:  cfg.Timeouts.UpstreamHeader.D(),
+		readTimeout:    cfg.Timeouts.UpstreamRead.D(),
 		maxHeaderBytes: maxUpstreamHeaderBytes,
 		maxIdle:        cfg.Limits.UpstreamConns,
 		idleTimeout:    90 * time.Second,
@@ -209,10 +215,13 @@ func upstreamURL(base, in *url.URL) *url.URL {
 // connection slot of an address (waiting at most queue for one), and when
 // the connection cannot be made — so nothing was sent — tries the next
 // address with the same request, of which only the URL's host changes.
+// A websocket's handshake also takes one of the address's streams first
+// (limits.upstream_streams): beyond them, it is answered 503 unsent.
 type upstreamTransport struct {
 	base  http.RoundTripper
 	fast  *h1Client // the exchanges fastPath takes, when not nil
 	queue time.Duration
+	read  time.Duration // timeouts.upstream_read for base's answers; h1Client bounds its own
 }
 
 // errQueueFull marks a request that waited too long for a free connection.
@@ -225,21 +234,45 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	ntried := 0
 	retryable := req.Body == nil || req.Body == http.NoBody
 	rt := t.base
+	var conn *atomic.Pointer[limitedConn]
 	if t.fast != nil && fastPath(req) {
 		rt = t.fast
+	} else {
+		// The connection under the answer, which a stream takes out of
+		// limits.upstream_conns' count.
+		conn = new(atomic.Pointer[limitedConn])
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(i httptrace.GotConnInfo) {
+				if lc, ok := i.Conn.(*limitedConn); ok {
+					conn.Store(lc)
+				}
+			}}))
 	}
-	out := req // rewrite built it for st.target
+	upgrade := req.Header["Upgrade"] != nil // only websockets' are forwarded
+	out := req                              // rewrite built it for st.target
 	for {
 		tg := st.target
+		if upgrade && !tg.slots.takeStream() {
+			return nil, errStreamsFull
+		}
 		if err := tg.slots.acquire(req.Context(), st.client, t.queue); err != nil {
+			if upgrade {
+				tg.slots.giveStream()
+			}
 			return nil, err
 		}
 		res, err := rt.RoundTrip(out)
 		if err == nil {
-			holdSlot(res, tg.slots, st.client)
-			return res, nil
+			var lc *limitedConn
+			if conn != nil {
+				lc = conn.Load()
+			}
+			return t.hold(res, tg.slots, st.client, lc, upgrade)
 		}
 		tg.slots.release(st.client)
+		if upgrade {
+			tg.slots.giveStream()
+		}
 		if !isDialError(err) {
 			return nil, err
 		}
@@ -261,46 +294,176 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 }
 
-// holdSlot keeps an upstream connection slot until the response body is
-// closed (ReverseProxy closes it after copying, or on the client's reset),
-// or, for a protocol switch (websockets), until the tunnel closes.
-func holdSlot(res *http.Response, slots *connSlots, client netip.Addr) {
-	if rwc, ok := res.Body.(io.ReadWriteCloser); ok && res.StatusCode == http.StatusSwitchingProtocols {
-		res.Body = &releaseRWC{ReadWriteCloser: rwc, slots: slots, client: client}
-		return
+// hold settles what an answer holds until it ends. A stream — a protocol
+// switch (websockets, which took a stream before it was sent: ticket) or
+// server-sent events — gives its slot back at once and holds one of the
+// address's streams, or, when they are all open, is refused (503); its
+// connection is not counted among limits.upstream_conns meanwhile. Any
+// other answer holds its slot until its body is closed (ReverseProxy
+// closes it after copying, or on the client's reset), unless it turns out
+// a long poll (connSlots.settle).
+func (t *upstreamTransport) hold(res *http.Response, slots *connSlots, client netip.Addr, lc *limitedConn, ticket bool) (*http.Response, error) {
+	b := &upstreamBody{ReadCloser: res.Body, slots: slots, client: client, conn: lc}
+	rwc, switched := res.Body.(io.ReadWriteCloser)
+	switched = switched && res.StatusCode == http.StatusSwitchingProtocols
+	stream := switched || eventStream(res.Header.Get("Content-Type"))
+	if ticket && !switched {
+		slots.giveStream() // not switched: an answer as any other
+		ticket = false
 	}
-	res.Body = &releaseBody{ReadCloser: res.Body, slots: slots, client: client}
+	if stream && !ticket && !slots.takeStream() {
+		_ = res.Body.Close()
+		slots.release(client)
+		return nil, errStreamsFull
+	}
+	if !stream {
+		b.state = bodySlot
+		if hb, ok := res.Body.(*h1Body); ok {
+			b.conn = hb.limited()
+		} else if t.read > 0 {
+			b.read = t.read
+			b.timer = time.AfterFunc(time.Hour, b.timeout)
+			b.timer.Stop()
+		}
+		slots.track(b)
+		res.Body = b
+		return res, nil
+	}
+	b.state = bodyStream
+	if hb, ok := res.Body.(*h1Body); ok {
+		b.conn = hb.limited()
+		hb.streams() // server-sent events: quiet as long as they like
+	}
+	if b.conn != nil {
+		b.conn.uncount()
+	}
+	slots.release(client)
+	if switched {
+		res.Body = &upstreamRWC{upstreamBody: b, rwc: rwc}
+		return res, nil
+	}
+	res.Body = b
+	return res, nil
 }
 
-type releaseBody struct {
+// upstreamBody is an upstream answer's body, which holds a connection slot
+// (bodySlot) or one of the address's streams (bodyStream) until it is
+// closed. An ordinary answer of http.Transport's waits at most read
+// (timeouts.upstream_read) for each read; h1Client bounds its own.
+type upstreamBody struct {
 	io.ReadCloser
-	slots  *connSlots
-	client netip.Addr
-	done   atomic.Bool
+	slots     *connSlots
+	client    netip.Addr
+	conn      *limitedConn // the connection under the answer, if counted by connLimit
+	read      time.Duration
+	timer     *time.Timer // closes the body when a read waits past read
+	timedOut  atomic.Bool
+	readSince atomic.Int64              // when the read under way began (UnixNano); 0: none
+	spill     atomic.Pointer[spillBody] // the read-ahead that wraps this body, if any
+
+	mu    sync.Mutex
+	state int8
 }
 
-func (b *releaseBody) Close() error {
+const (
+	bodySlot = iota + 1
+	bodyStream
+	bodyDone
+)
+
+// errUpstreamRead is an answer whose upstream sent nothing for
+// timeouts.upstream_read.
+var errUpstreamRead = errors.New("edge: upstream answer quiet past timeouts.upstream_read")
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	b.readSince.Store(time.Now().UnixNano())
+	if b.timer != nil {
+		b.timer.Reset(b.read)
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.timer != nil {
+		b.timer.Stop()
+		if b.timedOut.Load() {
+			err = errUpstreamRead
+		}
+	}
+	b.readSince.Store(0)
+	return n, err
+}
+
+// timeout ends a read that waited past read.
+func (b *upstreamBody) timeout() {
+	b.timedOut.Store(true)
+	_ = b.ReadCloser.Close()
+}
+
+// holdsSlot reports whether the answer holds a slot, not a stream.
+func (b *upstreamBody) holdsSlot() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state == bodySlot
+}
+
+// toStream makes an answer holding a slot a stream, if one of the
+// address's streams is free: it gives its slot to a waiting request.
+func (b *upstreamBody) toStream() bool {
+	if !b.slots.takeStream() {
+		return false
+	}
+	b.mu.Lock()
+	if b.state != bodySlot {
+		b.mu.Unlock()
+		b.slots.giveStream()
+		return false
+	}
+	b.state = bodyStream
+	// Before Close can see the stream (end counts the connection again).
+	if hb, ok := b.ReadCloser.(*h1Body); ok {
+		hb.noReuse() // its connection was not counted: it is not kept
+	}
+	if b.conn != nil {
+		b.conn.uncount()
+	}
+	b.mu.Unlock()
+	b.slots.untrack(b)
+	b.slots.release(b.client)
+	return true
+}
+
+func (b *upstreamBody) Close() error {
 	err := b.ReadCloser.Close()
-	if b.done.CompareAndSwap(false, true) {
-		b.slots.release(b.client)
+	if b.timer != nil {
+		b.timer.Stop()
 	}
+	b.end()
 	return err
 }
 
-type releaseRWC struct {
-	io.ReadWriteCloser
-	slots  *connSlots
-	client netip.Addr
-	done   atomic.Bool
+// end gives back the slot or the stream the answer held.
+func (b *upstreamBody) end() {
+	b.mu.Lock()
+	state := b.state
+	b.state = bodyDone
+	b.mu.Unlock()
+	switch state {
+	case bodySlot:
+		b.slots.untrack(b)
+		b.slots.release(b.client)
+	case bodyStream:
+		b.slots.giveStream()
+		if b.conn != nil {
+			b.conn.recount() // kept by the client for another exchange: counted again
+		}
+	}
 }
 
-func (b *releaseRWC) Close() error {
-	err := b.ReadWriteCloser.Close()
-	if b.done.CompareAndSwap(false, true) {
-		b.slots.release(b.client)
-	}
-	return err
+// upstreamRWC is the tunnel of a protocol switch (a websocket), a stream.
+type upstreamRWC struct {
+	*upstreamBody
+	rwc io.ReadWriteCloser
 }
+
+func (b *upstreamRWC) Write(p []byte) (int, error) { return b.rwc.Write(p) }
 
 // clientBody remembers why reading the client's request body failed, so
 // that a broken upload is answered as the client's error, not the
@@ -342,8 +505,8 @@ func (h *Handler) upstreamResponse(res *http.Response) error {
 		st.route.respOps[i].apply(hdr)
 	}
 	h.env.metrics.upstream.WithLabelValues(st.site.name).Observe(sinceSeconds(st.start))
-	if h.cfg.Limits.SpillTotal >= 0 && res.StatusCode != http.StatusSwitchingProtocols &&
-		res.Body != nil && res.Body != http.NoBody && res.ContentLength != 0 {
+	ub, _ := res.Body.(*upstreamBody)
+	if h.cfg.Limits.SpillTotal >= 0 && ub != nil && ub.holdsSlot() && res.ContentLength != 0 {
 		m := h.env.metrics.limited
 		sb := newSpillBody(res.Body, h.cfg.Limits.SpillBytes, h.env.spill, st.target.slots,
 			func() { m.WithLabelValues("spill_full").Inc() },
@@ -356,6 +519,7 @@ func (h *Handler) upstreamResponse(res *http.Response) error {
 		if h.cfg.spillAfter > 0 {
 			sb.after = h.cfg.spillAfter
 		}
+		ub.spill.Store(sb)
 		res.Body = sb
 		st.rec.spill = sb
 	}
@@ -390,6 +554,9 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	switch {
 	case errors.Is(err, errQueueFull):
 		status, reason = http.StatusServiceUnavailable, "upstream_busy"
+		w.Header().Set("Retry-After", "5")
+	case errors.Is(err, errStreamsFull):
+		status, reason = http.StatusServiceUnavailable, "upstream_streams"
 		w.Header().Set("Retry-After", "5")
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		status, reason = http.StatusGatewayTimeout, "upstream_timeout"

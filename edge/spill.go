@@ -87,6 +87,7 @@ type spillBody struct {
 
 	mu       sync.Mutex
 	cond     sync.Cond
+	reading  bool // the client's Read is reading src (without mu: drain must never wait for the upstream)
 	draining bool
 	started  bool          // the drainer has read src: it is the drainer's until it ends
 	withdraw chan struct{} // closed by Read to call off a drain still waiting for its first turn
@@ -107,12 +108,13 @@ type spillBody struct {
 func newSpillBody(src io.ReadCloser, max int64, budget *spillBudget, slots *connSlots, onFull, onCut func()) *spillBody {
 	b := &spillBody{src: src, max: max, budget: budget, slots: slots, onFull: onFull, onCut: onCut, after: spillAfter}
 	b.cond.L = &b.mu
-	slots.track(b)
 	return b
 }
 
 // drain starts buffering ahead of the client; it runs once, from the timer
-// of a blocked write.
+// of a blocked write or for a request waiting for a connection
+// (connSlots.settle). It never waits: not for a turn, nor for a read of
+// the client's under way (a quiet stream's may last).
 func (b *spillBody) drain() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -123,26 +125,36 @@ func (b *spillBody) drain() {
 	if b.quit == nil {
 		b.quit = make(chan struct{})
 	}
-	select {
-	case b.budget.turns <- struct{}{}: // a free turn: the drain starts now
-		b.started = true
-		b.wg.Go(func() { b.run(true) })
-	default:
-		// In line for a turn; the client's next Read calls it off if it
-		// comes first, and reads on from the upstream itself.
-		w := make(chan struct{})
-		b.withdraw = w
-		b.wg.Go(func() {
-			if b.waitTurn(w) {
-				b.run(true)
-			}
-		})
+	if !b.reading { // src is free
+		select {
+		case b.budget.turns <- struct{}{}: // and a turn: the drain starts now
+			b.started = true
+			b.wg.Go(func() { b.run(true) })
+			return
+		default:
+		}
 	}
+	// In line for a turn; the client's next Read calls it off if it comes
+	// first, and reads on from the upstream itself.
+	w := make(chan struct{})
+	b.withdraw = w
+	b.wg.Go(func() {
+		if b.waitTurn(w) {
+			b.run(true)
+		}
+	})
 }
 
 // waitTurn waits for a drain's turn; it reports false when the drain was
 // called off (withdraw closed, before its first turn) or the body closed.
 func (b *spillBody) waitTurn(withdraw chan struct{}) bool {
+	// The client's read under way ends first: its next Read calls the
+	// drain off, unless the drain has its turn by then.
+	b.mu.Lock()
+	for b.reading && b.withdraw == withdraw && !b.stop {
+		b.cond.Wait()
+	}
+	b.mu.Unlock()
 	select {
 	case b.budget.turns <- struct{}{}:
 	case <-withdraw:
@@ -301,9 +313,14 @@ func (b *spillBody) Read(p []byte) (int, error) {
 		b.withdraw, b.draining = nil, false
 	}
 	if !b.draining {
-		// Only this goroutine reads src while no drain runs; drain waits
-		// for the lock.
+		// Only this goroutine reads src while no drain runs; a drain that
+		// starts meanwhile waits for the read to end (reading).
+		b.reading = true
+		b.mu.Unlock()
 		n, err := b.src.Read(p)
+		b.mu.Lock()
+		b.reading = false
+		b.cond.Broadcast()
 		b.mu.Unlock()
 		return n, err
 	}
@@ -355,7 +372,6 @@ func (b *spillBody) Close() error {
 	b.mu.Unlock()
 	err := b.src.Close() // also ends a drainer blocked in Read
 	b.wg.Wait()
-	b.slots.untrack(b)
 	if b.stalls {
 		b.slots.unstall()
 		b.stalls = false

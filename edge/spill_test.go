@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func (s *feedSrc) Close() error {
 func spillBodies(t *testing.T, n, turns int, yield time.Duration) ([]*spillBody, []*feedSrc) {
 	t.Helper()
 	budget := &spillBudget{max: 1 << 30, turns: make(chan struct{}, turns), yield: yield}
-	slots := newConnSlots(n)
+	slots := newConnSlots(n, 1024, 0)
 	var bodies []*spillBody
 	var srcs []*feedSrc
 	for range n {
@@ -161,5 +162,48 @@ func TestSlowUpstreamGivesItsTurnBack(t *testing.T) {
 	close(srcs[0].feed)
 	if got, err := io.ReadAll(bodies[0]); err != nil || len(got) != 0 {
 		t.Errorf("silent body %q, %v", got, err)
+	}
+}
+
+// TestDrainNeverWaitsForTheUpstream: drain, called while the client's
+// read waits for a quiet upstream, returns at once (a request waiting for
+// a connection calls it); so does Close. The bytes the client's read then
+// gets come before those the drain reads, in order.
+func TestDrainNeverWaitsForTheUpstream(t *testing.T) {
+	t.Parallel()
+	bodies, srcs := spillBodies(t, 1, 2, time.Hour)
+	b, src := bodies[0], srcs[0]
+	t.Cleanup(func() { _ = src.Close() }) // first: a read under way ends
+	got := make(chan string, 4)
+	go func() {
+		p := make([]byte, 16)
+		for {
+			n, err := b.Read(p)
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- string(p[:n])
+		}
+	}()
+	if !waitFor(t, 20*time.Second, func() bool { return src.reads.Load() == 1 }) {
+		t.Fatal("the client never read")
+	}
+	drained := make(chan struct{})
+	go func() { b.drain(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(20 * time.Second):
+		t.Fatal("drain waited for the client's read of a quiet upstream")
+	}
+	src.feed <- []byte("one")
+	src.feed <- []byte("two")
+	close(src.feed)
+	var all []string
+	for s := range got {
+		all = append(all, s)
+	}
+	if s := strings.Join(all, ""); s != "onetwo" {
+		t.Errorf("the client read %q, want %q", s, "onetwo")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -83,8 +84,17 @@ func (p *pool) ok(t *target) {
 // A freed slot goes to the waiting client that holds the fewest slots
 // (the oldest of its requests): a client queuing hundreds of requests
 // waits behind its own, not in front of everyone else's.
+//
+// Streams hold no slot: a websocket, an answer of server-sent events, and
+// a long poll (an answer whose body has been quiet for streamQuiet while a
+// request waits for a slot) are counted under their own bound
+// (limits.upstream_streams), so that open tabs never starve the site.
 type connSlots struct {
 	size int
+	// streams is the bound of streams, nstreams their number.
+	streams  int32
+	nstreams atomic.Int32
+	quiet    time.Duration // streamQuiet, or the test's
 	// stalled counts the slots held by answers whose client fell behind
 	// and whose rest could not be read ahead (spillBody): at most half the
 	// slots may be held so, the other half stays for everyone else.
@@ -96,8 +106,18 @@ type connSlots struct {
 	waiting map[netip.Addr][]*waiter // each client's waiting requests, oldest first
 	nwait   int
 	seq     uint64
-	answers map[*spillBody]struct{} // the answers being sent from the address's connections
+	answers map[*upstreamBody]struct{} // the answers holding a slot, being sent
+	sweeper *time.Timer                // settles the answers again while requests wait
+	armed   bool                       // sweeper is set
 }
+
+// streamQuiet is how long the read of an answer's body must have waited
+// for the upstream before the answer counts as a stream (a long poll) and
+// gives its slot to a waiting request.
+const streamQuiet = time.Second
+
+// errStreamsFull is a stream beyond limits.upstream_streams.
+var errStreamsFull = errors.New("edge: upstream streams all open")
 
 // waiter is a request waiting for a slot.
 type waiter struct {
@@ -106,9 +126,25 @@ type waiter struct {
 	granted bool          // set with mu held when the slot is handed over
 }
 
-func newConnSlots(size int) *connSlots {
-	return &connSlots{size: size, held: map[netip.Addr]int{}, waiting: map[netip.Addr][]*waiter{}}
+func newConnSlots(size, streams int, quiet time.Duration) *connSlots {
+	if quiet <= 0 {
+		quiet = streamQuiet
+	}
+	return &connSlots{size: size, streams: int32(streams), quiet: quiet,
+		held: map[netip.Addr]int{}, waiting: map[netip.Addr][]*waiter{}}
 }
+
+// takeStream counts one more stream, or reports false when
+// limits.upstream_streams are open.
+func (s *connSlots) takeStream() bool {
+	if s.nstreams.Add(1) > s.streams {
+		s.nstreams.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *connSlots) giveStream() { s.nstreams.Add(-1) }
 
 // stall counts one more slot held by a client that fell behind, or reports
 // false when half the slots already are.
@@ -137,14 +173,16 @@ func (s *connSlots) acquire(ctx context.Context, client netip.Addr, queue time.D
 	w := &waiter{ready: make(chan struct{}, 1), seq: s.seq}
 	s.waiting[client] = append(s.waiting[client], w)
 	s.nwait++
-	answers := make([]*spillBody, 0, len(s.answers))
-	for b := range s.answers {
-		answers = append(answers, b)
+	if !s.armed {
+		s.armed = true
+		if s.sweeper == nil {
+			s.sweeper = time.AfterFunc(s.quiet/4, s.sweep)
+		} else {
+			s.sweeper.Reset(s.quiet / 4)
+		}
 	}
 	s.mu.Unlock()
-	for _, b := range answers {
-		b.drain() // the first drained frees a connection for this request
-	}
+	s.settle()
 
 	t := time.NewTimer(queue)
 	defer t.Stop()
@@ -214,18 +252,52 @@ func (s *connSlots) release(client netip.Addr) {
 	best.ready <- struct{}{}
 }
 
-// track and untrack keep the set of answers being sent, which acquire
-// drains ahead of their clients when a request has to wait.
-func (s *connSlots) track(b *spillBody) {
+// settle frees what slots it can for the requests waiting: an answer
+// whose read has waited streamQuiet for the upstream is a long poll, and
+// gives its slot up as a stream; the others are read ahead of their
+// clients (spillBody.drain), and the first to end frees its connection.
+// Neither blocks.
+func (s *connSlots) settle() {
+	s.mu.Lock()
+	answers := make([]*upstreamBody, 0, len(s.answers))
+	for b := range s.answers {
+		answers = append(answers, b)
+	}
+	s.mu.Unlock()
+	now := time.Now().UnixNano()
+	for _, b := range answers {
+		if since := b.readSince.Load(); since != 0 && now-since >= int64(s.quiet) && b.toStream() {
+			continue
+		}
+		if sb := b.spill.Load(); sb != nil {
+			sb.drain()
+		}
+	}
+}
+
+// sweep settles the answers again while requests wait: a long poll is
+// found quiet only a while after they began to wait.
+func (s *connSlots) sweep() {
+	s.settle()
+	s.mu.Lock()
+	if s.armed = s.nwait > 0; s.armed {
+		s.sweeper.Reset(s.quiet / 4)
+	}
+	s.mu.Unlock()
+}
+
+// track and untrack keep the set of answers holding a slot, which a
+// waiting request settles.
+func (s *connSlots) track(b *upstreamBody) {
 	s.mu.Lock()
 	if s.answers == nil {
-		s.answers = map[*spillBody]struct{}{}
+		s.answers = map[*upstreamBody]struct{}{}
 	}
 	s.answers[b] = struct{}{}
 	s.mu.Unlock()
 }
 
-func (s *connSlots) untrack(b *spillBody) {
+func (s *connSlots) untrack(b *upstreamBody) {
 	s.mu.Lock()
 	delete(s.answers, b)
 	s.mu.Unlock()
@@ -240,8 +312,9 @@ func (s *connSlots) busy() int {
 
 // slotTable holds one connSlots per upstream address of a Handler.
 type slotTable struct {
-	size   int
-	byHost map[string]*connSlots
+	size, streams int
+	quiet         time.Duration // streamQuiet if zero
+	byHost        map[string]*connSlots
 }
 
 func (t *slotTable) forHost(host string) *connSlots {
@@ -251,7 +324,7 @@ func (t *slotTable) forHost(host string) *connSlots {
 	if t.byHost == nil {
 		t.byHost = map[string]*connSlots{}
 	}
-	s := newConnSlots(t.size)
+	s := newConnSlots(t.size, t.streams, t.quiet)
 	t.byHost[host] = s
 	return s
 }

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 // client that holds the fewest, not to the one that queued the most.
 func TestConnSlotsFairHandoff(t *testing.T) {
 	t.Parallel()
-	s := newConnSlots(2)
+	s := newConnSlots(2, 1024, 0)
 	ctx := context.Background()
 	hog, honest := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("198.51.100.7")
 	for range 2 {
@@ -51,7 +52,7 @@ func TestConnSlotsFairHandoff(t *testing.T) {
 // ends, leaves the line and holds nothing.
 func TestConnSlotsGiveUp(t *testing.T) {
 	t.Parallel()
-	s := newConnSlots(1)
+	s := newConnSlots(1, 1024, 0)
 	a := netip.MustParseAddr("192.0.2.1")
 	if err := s.acquire(context.Background(), a, time.Second); err != nil {
 		t.Fatal(err)
@@ -67,5 +68,45 @@ func TestConnSlotsGiveUp(t *testing.T) {
 	s.release(a)
 	if n := s.busy(); n != 0 || s.nwait != 0 || len(s.held) != 0 {
 		t.Errorf("after all left: %d busy, %d waiting, held %v", n, s.nwait, s.held)
+	}
+}
+
+// TestStreamConnectionsCountedApart: a connection carrying a stream leaves
+// the count of limits.upstream_conns (a dial at the cap goes through at
+// once), is counted again when its stream ends while it stays open (a
+// client keeps it for another exchange), and closing it ends its count.
+func TestStreamConnectionsCountedApart(t *testing.T) {
+	t.Parallel()
+	l := newConnLimit(1, 20*time.Second)
+	dial := l.wrap(func(context.Context, string, string) (net.Conn, error) {
+		c, _ := net.Pipe()
+		return c, nil
+	})
+	open := func() int { l.mu.Lock(); defer l.mu.Unlock(); return l.open["a"] }
+	c1, err := dial(context.Background(), "tcp", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := c1.(*limitedConn)
+	stream.uncount()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	c2, err := dial(ctx, "tcp", "a") // would wait for c1 if it were counted
+	if err != nil {
+		t.Fatalf("a dial beside a stream's connection: %v", err)
+	}
+	if n := open(); n != 1 {
+		t.Errorf("%d connections counted beside a stream, want 1", n)
+	}
+	stream.recount()
+	stream.recount()
+	if n := open(); n != 2 {
+		t.Errorf("%d counted once the stream ended, want 2", n)
+	}
+	_ = stream.Close()
+	_ = c2.Close()
+	stream.recount() // closed: never counted again
+	if n := open(); n != 0 {
+		t.Errorf("%d counted after both closed, want 0", n)
 	}
 }

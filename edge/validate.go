@@ -300,6 +300,9 @@ func (c *Config) validateTimeouts(p *problems) {
 			p.add("timeouts."+d.key, "must be positive")
 		}
 	}
+	if t.UpstreamHeader < 0 || t.UpstreamRead < 0 {
+		p.add("timeouts", "upstream_header and upstream_read must not be negative")
+	}
 }
 
 func (c *Config) validateLimits(p *problems) {
@@ -310,6 +313,7 @@ func (c *Config) validateLimits(p *problems) {
 	}{
 		{"header_bytes", l.HeaderBytes, 4 << 10}, {"h2_streams", l.H2Streams, 1}, {"conns_per_client", l.ConnsPerClient, 1},
 		{"requests_per_client", l.RequestsPerClient, 1}, {"upstream_conns", l.UpstreamConns, 1},
+		{"upstream_streams", l.UpstreamStreams, 1},
 		{"body_min_rate", l.BodyMinRate, 1}, {"ranges", l.Ranges, 1}, {"auth_attempts", l.AuthAttempts, 1},
 		{"quic_handshakes", l.QUICHandshakes, 1},
 	} {
