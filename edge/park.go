@@ -65,6 +65,12 @@ import (
 //     Read goes on with it. (TestParkedRecordTail)
 //   - Read returns io.EOF after a close_notify alert (TLS 1.2 and 1.3) and
 //     an error after a FIN without one. (TestParkedGoodbye)
+//
+// The kernel and the runtime:
+//   - epoll reports a socket that is readable when it is added: a request
+//     that came as the connection parked. (TestParkRequestAtPark/poller)
+//   - A RawConn's Read waits only for readiness that comes after it began:
+//     a peek comes first. (TestParkRequestAtPark/goroutines)
 
 // defaultParkAfter is how long a connection is idle before it is parked
 // unless limits.park_after says otherwise (0s: never): long
