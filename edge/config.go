@@ -48,10 +48,10 @@ type Config struct {
 	spillAfter time.Duration
 	// streamQuiet replaces the const of that name when set (tests).
 	streamQuiet time.Duration
-	// parkCheck, when set, is told each time an idle HTTP/1 connection
-	// could be parked whether it stood at rest; parkNoPoll has parked
-	// connections wait on goroutines, as where epoll is missing (tests).
-	parkCheck  func(atRest bool)
+	// parkTrace, when set, is told what the parking of idle HTTP/1
+	// connections does (park.go); parkNoPoll has parked connections wait
+	// on goroutines, as where epoll is missing (tests).
+	parkTrace  func(parkEvent)
 	parkNoPoll bool
 	// geoCheckInterval is how often the Server looks for replaced geo
 	// database files; if zero, geo's default (a minute: the databases

@@ -12,21 +12,65 @@ import (
 	"github.com/maatproxy/maat/httpfp"
 )
 
-// An idle HTTP/1 connection is parked: net/http keeps a 4 KiB read buffer,
-// a 4 KiB write buffer and a goroutine whose stack grew with the last
-// request for as long as a connection lives, idle or not (a browser keeps
-// a connection idle for minutes). When a connection has been idle for
-// limits.park_after, stands between requests (httpfp's tap has seen each byte read
-// belong to a request read whole, so net/http's buffer is empty) and has no
-// bytes buffered below, the edge ends net/http's hold on it — net/http
-// sees the end of the stream and gives its buffers back — and waits, with
-// no buffer, for the socket to become readable: on Linux in one epoll set
-// for every parked connection, elsewhere on a small goroutine of its own
-// (not at all where a socket cannot be peeked at). When the next request
-// comes, the connection goes back to net/http as a new one, idle again
-// until its first byte (should the wait have woken without one, it parks
-// again); the client sees nothing of it. The idle timeout runs on as it
-// did.
+// Parking idle HTTP/1.1 connections (limits.park_after; 0s: never).
+//
+// net/http keeps a 4 KiB read buffer, a 4 KiB write buffer and a goroutine
+// whose stack grew with the last request for as long as a connection
+// lives, idle or not (a browser keeps a connection idle for minutes). When
+// net/http has waited limits.park_after for a connection's next request,
+// with no request in flight and no byte of one in its buffer, the edge
+// ends net/http's hold on it — net/http sees the end of the stream and
+// gives its buffers back — and waits, with no buffer, for the socket to
+// become readable: on Linux in one epoll set for every parked connection,
+// elsewhere on a small goroutine of its own (not at all where a socket
+// cannot be peeked at). When it is, the edge reads the first byte through
+// TLS and hands the connection back to net/http as a new one, that byte
+// first; a close_notify alert or a bare FIN ends it there, and a wake
+// without a whole record parks it again. The client sees nothing of it;
+// the idle timeout runs on as it did.
+//
+// What parking relies on, each pinned by the test named:
+//
+// net/http's server (conn.serve):
+//   - After each request it keeps the connection for, it calls
+//     ConnState(StateIdle), then SetReadDeadline once (the idle timeout),
+//     then waits for the next request with a Peek of 4 bytes on its
+//     buffer, which reads the connection only when it holds fewer. So a
+//     Read with no other call since that SetReadDeadline is that wait's.
+//     (TestNetHTTPParkContract/idle, TestParkKeepsUnreadBytes)
+//   - A new connection's first calls are SetReadDeadline (the header
+//     timeout, when there is one; without, it does not park before its
+//     first request) and the Read of its first request: it waits for its
+//     first request as for any other. (TestNetHTTPParkContract/new)
+//   - When the next request is in its buffer already (pipelining), the
+//     Peek reads nothing and its next call is SetReadDeadline again (the
+//     header timeout); then it serves that request, and while the handler
+//     runs, a background Read (startBackgroundRead: one byte, no deadline)
+//     waits on the connection. So a Read after a second SetReadDeadline is
+//     never the wait for a request. (TestNetHTTPParkContract/pipelined,
+//     TestParkPipelined)
+//   - When that wait's Read ends with io.EOF, it writes nothing more and
+//     calls Close, once, from its goroutine; Shutdown (closeIdleConns) may
+//     call Close of an idle connection at any time.
+//     (TestNetHTTPParkContract/eof, TestShutdownAsParking)
+//   - What its buffer holds when the wait reads is what the client sent
+//     after the last request: empty lines (a malformed request to it,
+//     unless they follow a POST) or the start of the next request. httpfp's
+//     tap, which sees every byte read, stands at rest only when each byte
+//     read belongs to a whole request, empty lines after one excluded: then
+//     the buffer is empty. (TestParkKeepsUnreadBytes, TestParkBlankLines)
+//
+// crypto/tls:
+//   - A Read that times out keeps what it read of a record, and the next
+//     Read goes on with it. (TestParkedRecordTail)
+//   - Read returns io.EOF after a close_notify alert (TLS 1.2 and 1.3) and
+//     an error after a FIN without one. (TestParkedGoodbye)
+//
+// The kernel and the runtime:
+//   - epoll reports a socket that is readable when it is added: a request
+//     that came as the connection parked. (TestParkRequestAtPark/poller)
+//   - A RawConn's Read waits only for readiness that comes after it began:
+//     a peek comes first. (TestParkRequestAtPark/goroutines)
 
 // defaultParkAfter is how long a connection is idle before it is parked
 // unless limits.park_after says otherwise (0s: never): long
@@ -42,98 +86,148 @@ import (
 // connection and take it up again.
 const defaultParkAfter = 250 * time.Millisecond
 
-// clientConn is a client's HTTP/1 connection as the http.Server holds it.
+// clientConn is a client's HTTP/1 connection as the http.Server holds it
+// while parking is on. It follows net/http's calls to find the Read that
+// waits for the next request (connPhase), and parks the connection when
+// that Read has waited limits.park_after.
 type clientConn struct {
 	*httpfp.Conn
 	s *Server
 
-	// net/http calls ConnState, SetReadDeadline and Read of an idle
-	// connection one after the other, on its goroutine; a handler may set
-	// a read deadline while net/http reads in the background, so the
-	// flags are atomic.
-	idle     atomic.Bool // ConnState said idle; the next Read may park
-	short    atomic.Bool // the read deadline set is the time to park, not deadline
-	deadline time.Time   // the read deadline net/http set while idle
+	// net/http calls ConnState, SetReadDeadline and Read from its
+	// goroutine, and while a handler runs from a background read's and
+	// the handler's too.
+	mu       sync.Mutex
+	phase    connPhase
+	deadline time.Time // the read deadline net/http set for its wait
+	short    bool      // the socket's read deadline is the time to park, not deadline
+	served   bool      // net/http served a request on it
+	first    byte      // the first byte, read by wake,
+	hasFirst bool      // for net/http's first Read
 
-	parked atomic.Bool // the last Read parked it; Close hands it over
+	parked atomic.Bool // Read parked it: Close hands it to park
+	closed atomic.Bool // Close was called
 }
+
+// connPhase is where net/http stands on a clientConn.
+type connPhase uint8
+
+const (
+	phaseBusy    connPhase = iota // reading or serving a request
+	phaseIdle                     // between requests (StateIdle, or new): its wait's deadline comes next
+	phaseWaiting                  // that deadline set: its next Read is the wait for a request
+)
 
 // newClientConn wraps hc for the http.Server, idle until its first byte.
 func newClientConn(hc *httpfp.Conn, s *Server) *clientConn {
-	c := &clientConn{Conn: hc, s: s}
-	c.idle.Store(true)
-	return c
+	return &clientConn{Conn: hc, s: s, phase: phaseIdle}
 }
 
-// setIdle is called by the http.Server's ConnState hook.
-func (c *clientConn) setIdle() { c.idle.Store(true) }
+// setIdle is called by the http.Server's ConnState hook on StateIdle.
+func (c *clientConn) setIdle() {
+	c.mu.Lock()
+	c.phase, c.served = phaseIdle, true
+	c.mu.Unlock()
+}
 
+// SetReadDeadline sets the read deadline; the first call between requests
+// sets the deadline of net/http's wait for the next one, and puts the time
+// to park before it.
 func (c *clientConn) SetReadDeadline(t time.Time) error {
-	if after := c.s.parkAfter(); after > 0 && c.idle.Load() {
-		c.deadline = t
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if after := c.s.parkAfter(); c.phase == phaseIdle && after > 0 {
+		c.phase, c.deadline = phaseWaiting, t
 		if p := time.Now().Add(after); t.IsZero() || p.Before(t) {
-			c.short.Store(true)
+			c.short = true
 			return c.Conn.SetReadDeadline(p)
 		}
+	} else {
+		c.phase = phaseBusy // a second call: a request is under way
 	}
-	c.short.Store(false)
+	c.short = false
 	return c.Conn.SetReadDeadline(t)
 }
 
 func (c *clientConn) SetDeadline(t time.Time) error {
-	c.short.Store(false)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.phase, c.short = phaseBusy, false
 	return c.Conn.SetDeadline(t)
 }
 
-// Read reads as httpfp.Conn does. The first read after the connection fell
-// idle ends with io.EOF when it parks the connection.
+// Read reads as httpfp.Conn does. net/http's wait for a request ends with
+// io.EOF when it parks the connection.
 func (c *clientConn) Read(p []byte) (int, error) {
-	if !c.idle.Load() {
-		if c.short.CompareAndSwap(true, false) { // a request began before the time to park
-			if err := c.Conn.SetReadDeadline(c.deadline); err != nil {
-				return 0, err
-			}
+	c.mu.Lock()
+	if c.hasFirst && len(p) > 0 {
+		p[0], c.hasFirst, c.phase = c.first, false, phaseBusy
+		c.mu.Unlock()
+		return 1, nil
+	}
+	waiting := c.phase == phaseWaiting && c.short
+	c.phase = phaseBusy
+	if !waiting && c.short { // the wait read bytes before the time to park
+		c.short = false
+		if err := c.Conn.SetReadDeadline(c.deadline); err != nil {
+			c.mu.Unlock()
+			return 0, err
 		}
-		return c.Conn.Read(p)
 	}
-	c.idle.Store(false)
+	first := !c.served
+	c.mu.Unlock()
 	n, err := c.Conn.Read(p)
-	if n > 0 || !isTimeout(err) || !c.short.CompareAndSwap(true, false) {
-		return n, err
+	if !waiting || n > 0 || !isTimeout(err) {
+		return n, err // short stays: the next call puts net/http's deadline back
 	}
+	return c.parkOrWait(p, first)
+}
+
+// parkOrWait ends net/http's wait for a request, which reached the time to
+// park: with io.EOF, net/http ending its hold and calling Close, when the
+// connection can park; otherwise the wait goes on to net/http's deadline.
+func (c *clientConn) parkOrWait(p []byte, first bool) (int, error) {
+	c.mu.Lock()
+	c.short = false
+	deadline := c.deadline
+	c.mu.Unlock()
 	atRest := c.Conn.AtRest()
-	if check := c.s.base.parkCheck; check != nil {
-		check(atRest)
-	}
-	if parkable && atRest && socketOf(c.Conn) != nil {
+	c.s.tracePark(parkEvent{kind: parkChecked, atRest: atRest, first: first})
+	if parkable && atRest && c.s.parkAfter() > 0 && socketOf(c.Conn) != nil {
 		c.parked.Store(true)
-		return 0, io.EOF // net/http ends its hold and calls Close
+		return 0, io.EOF
 	}
-	if err := c.Conn.SetReadDeadline(c.deadline); err != nil {
+	if err := c.Conn.SetReadDeadline(deadline); err != nil {
 		return 0, err
 	}
 	return c.Conn.Read(p)
 }
 
-// Close closes the connection, or, when Read parked it, hands it to a
-// goroutine that waits for its next byte.
+// Close closes the connection, or, when Read parked it, hands it to park;
+// once: net/http's goroutine and Shutdown may both call it.
 func (c *clientConn) Close() error {
-	if c.parked.CompareAndSwap(true, false) {
-		c.s.park(c.Conn, c.deadline)
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if c.parked.Load() {
+		c.mu.Lock()
+		deadline := c.deadline
+		c.mu.Unlock()
+		c.s.park(c.Conn, deadline)
 		return nil
 	}
 	return c.Conn.Close()
 }
 
-// park waits until hc is readable, then hands it back to the http.Server;
-// it closes hc when deadline (the idle timeout net/http set) passes first,
-// or the Server shuts down. On Linux one epoll instance waits for every
-// parked connection (park_linux.go); elsewhere, or should epoll refuse, a
+// park waits until hc is readable, then wakes it; it closes hc when
+// deadline (the idle timeout net/http set) passes first, or the Server
+// shuts down. On Linux one epoll instance waits for every parked
+// connection (park_linux.go); elsewhere, or should epoll refuse, a
 // goroutine waits for each.
 func (s *Server) park(hc *httpfp.Conn, deadline time.Time) {
 	hc.Rest()
 	rc := rawConn(hc)
-	p := &parkedConn{s: s, hc: hc, rc: rc}
+	p := &parkedConn{s: s, hc: hc, rc: rc, deadline: deadline}
 	p.mu.Lock() // until p is set up: done, which may be called at once, waits
 	if rc == nil || !s.trackParked(p) {
 		p.mu.Unlock()
@@ -155,8 +249,7 @@ func (s *Server) park(hc *httpfp.Conn, deadline time.Time) {
 	}
 	go func() {
 		// Wait until the socket is readable (or the peer closed it, or
-		// p.done closed it), reading nothing: every layer above it was
-		// empty when the connection was parked. The runtime forgets, as
+		// p.done closed it), reading nothing. The runtime forgets, as
 		// the wait begins, that the socket became readable before it:
 		// a peek first finds bytes that came meanwhile.
 		waited := false
@@ -171,26 +264,65 @@ func (s *Server) park(hc *httpfp.Conn, deadline time.Time) {
 	}()
 }
 
+// wake takes up a parked connection whose socket became readable, or
+// whose peer closed it, and reports whether to park it again. It reads the
+// first byte itself, through TLS: only crypto/tls can tell the bytes of a
+// request from a close_notify alert (in TLS 1.3 both travel as
+// application data) or from the tail of a record cut when the connection
+// parked. With a byte, the connection goes back to net/http, that byte
+// first. With none by the time to park (a record not yet whole), it parks
+// again, its idle deadline as it was. At the end of the stream, an error,
+// or the idle deadline, it is closed here, net/http none the wiser.
+func (s *Server) wake(hc *httpfp.Conn, deadline time.Time) (again bool) {
+	limit, idle := deadline, true
+	if after := s.parkAfter(); after > 0 {
+		if p := time.Now().Add(after); deadline.IsZero() || p.Before(deadline) {
+			limit, idle = p, false
+		}
+	}
+	var b [1]byte
+	n, err := 0, hc.SetReadDeadline(limit)
+	if err == nil {
+		n, err = hc.Read(b[:]) // (1, io.EOF) when a close_notify follows: net/http reads that next
+	}
+	switch {
+	case n == 1:
+		s.tracePark(parkEvent{kind: parkWoke})
+		c := newClientConn(hc, s)
+		c.first, c.hasFirst = b[0], true
+		if hc.SetReadDeadline(time.Time{}) == nil && s.h1ln.push(c) {
+			return false
+		}
+	case (err == nil || isTimeout(err)) && !idle:
+		s.tracePark(parkEvent{kind: parkRewait})
+		return true
+	default:
+		s.tracePark(parkEvent{kind: parkHungUp})
+	}
+	_ = hc.Close()
+	return false
+}
+
 var (
 	errShutdown    = errors.New("edge: shutting down")
 	errIdleTimeout = errors.New("edge: idle timeout")
-	errHungUp      = errors.New("edge: the client hung up") // a parked connection's
 )
 
 // parkedConn is a parked connection.
 type parkedConn struct {
-	s  *Server
-	hc *httpfp.Conn
-	rc syscall.RawConn
-	id uint64 // its key in the poller
+	s        *Server
+	hc       *httpfp.Conn
+	rc       syscall.RawConn
+	deadline time.Time // net/http's idle deadline, zero for none
+	id       uint64    // its key in the poller
 
 	mu       sync.Mutex // held while park sets p up, and done takes it down
 	timer    *time.Timer
 	finished atomic.Bool
 }
 
-// done ends the parking, once: with err nil the connection is readable
-// and goes back to the http.Server, otherwise it is closed.
+// done ends the parking, once: with err nil the socket is readable and
+// wake takes the connection up, otherwise it is closed.
 func (p *parkedConn) done(err error) {
 	if !p.finished.CompareAndSwap(false, true) {
 		return
@@ -205,10 +337,16 @@ func (p *parkedConn) done(err error) {
 	p.s.poller.remove(p)
 	p.mu.Unlock()
 	p.s.parked.Add(-1)
-	if err != nil || !p.s.h1ln.push(newClientConn(p.hc, p.s)) {
+	again := false
+	if err == nil {
+		again = p.s.wake(p.hc, p.deadline)
+	} else {
 		_ = p.hc.Close()
 	}
 	p.s.untrackConn(p.hc)
+	if again {
+		p.s.park(p.hc, p.deadline) // tracks it anew, or closes it if the Server shuts down
+	}
 }
 
 // trackParked tracks p's connection (trackConn) and registers p, where
@@ -275,4 +413,27 @@ func socketOf(c net.Conn) syscall.Conn {
 		c = nc.NetConn()
 	}
 	return nil
+}
+
+// parkEvent is what parking tells a test (Config.parkTrace).
+type parkEvent struct {
+	kind   parkEventKind
+	atRest bool // of parkChecked: whether the connection stood at rest
+	first  bool // of parkChecked: the wait was for the connection's first request (new, or handed back)
+}
+
+type parkEventKind uint8
+
+const (
+	parkChecked parkEventKind = iota // an idle connection's wait reached the time to park
+	parkWoke                         // a parked connection's next request went to net/http
+	parkRewait                       // a parked connection woke without a byte to read, and waits on
+	parkHungUp                       // a parked connection woke to its end: closed, net/http never saw it
+)
+
+// tracePark tells the test hook of ev, if there is one.
+func (s *Server) tracePark(ev parkEvent) {
+	if f := s.base.parkTrace; f != nil {
+		f(ev)
+	}
 }

@@ -60,12 +60,8 @@ func (pl *poller) run() {
 			pl.mu.Lock()
 			p := pl.conns[id]
 			pl.mu.Unlock()
-			switch {
-			case p == nil:
-			case ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 && p.hungUp():
-				go p.done(errHungUp)
-			default:
-				go p.done(nil) // hands it over, which may wait for net/http
+			if p != nil {
+				go p.done(nil) // wakes it: reads, hands it over, may wait for net/http
 			}
 		}
 	}
@@ -126,27 +122,4 @@ func (pl *poller) closeFDs() {
 	syscall.Close(pl.wake[0])
 	syscall.Close(pl.wake[1])
 	syscall.Close(pl.epfd)
-}
-
-// maxGoodbye is the most a client that hangs up sends before its FIN: a
-// TLS alert record (close_notify), 24 bytes in TLS 1.3 and 31 in TLS 1.2
-// with AES-GCM. A record carrying even the shortest HTTP request is 40 bytes
-// or more.
-const maxGoodbye = 32
-
-// hungUp reports whether the client of a parked connection, whose socket
-// says its peer has closed, sent nothing but a goodbye before: then the
-// connection is closed here, without handing it to net/http to find that
-// out (clients close idle keep-alive connections all the time, and all at
-// once when an attack ends).
-func (p *parkedConn) hungUp() bool {
-	var buf [maxGoodbye + 1]byte
-	gone := false
-	err := p.rc.Control(func(fd uintptr) {
-		// Nothing to read yet: let net/http find out. A reset, or another
-		// error: the socket is done. n 0: the FIN and nothing before it.
-		n, empty, err := peekSocket(fd, buf[:])
-		gone = !empty && (err != nil || n <= maxGoodbye)
-	})
-	return err == nil && gone
 }

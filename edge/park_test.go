@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,38 +19,129 @@ import (
 
 // parkEdge starts an edge whose idle HTTP/1 connections park after
 // 50 ms, in front of an upstream that echoes what it got, and returns it
-// with the channel parkCheck reports each try to park on.
-func parkEdge(t *testing.T, extra string) (*testEdge, chan bool) {
+// with the events of its parking.
+func parkEdge(t *testing.T, extra string) (*testEdge, parkEvents) {
 	return parkEdgeWith(t, extra, false)
 }
 
 // parkEdgeWith is parkEdge, its parked connections waiting on goroutines
 // when noPoll.
-func parkEdgeWith(t *testing.T, extra string, noPoll bool) (*testEdge, chan bool) {
+func parkEdgeWith(t *testing.T, extra string, noPoll bool) (*testEdge, parkEvents) {
 	t.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		w.Header().Set("Echo-H2fp", r.Header.Get("X-Maat-H2fp"))
-		w.Header().Set("Echo-Order", r.Header.Get("X-Maat-Header-Order"))
-		fmt.Fprintf(w, "%s %s %q ja4=%t", r.Method, r.URL.Path, body, r.Header.Get("X-Maat-Ja4") != "")
-	}))
+	return parkEdgeOpts(t, parkOpts{extra: extra, noPoll: noPoll})
+}
+
+// parkOpts are the options of parkEdgeOpts.
+type parkOpts struct {
+	extra  string          // more configuration
+	noPoll bool            // parked connections wait on goroutines
+	after  time.Duration   // limits.park_after; 50 ms if zero, never if negative
+	up     http.Handler    // the upstream; nil: one that echoes what it got
+	trace  func(parkEvent) // told of each event before the channel returned
+}
+
+// echoHandler answers with the method, path and body it got, and whether
+// the edge sent a JA4 fingerprint.
+var echoHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	w.Header().Set("Echo-H2fp", r.Header.Get("X-Maat-H2fp"))
+	w.Header().Set("Echo-Order", r.Header.Get("X-Maat-Header-Order"))
+	fmt.Fprintf(w, "%s %s %q ja4=%t", r.Method, r.URL.Path, body, r.Header.Get("X-Maat-Ja4") != "")
+})
+
+// parkEdgeOpts starts an edge as o says and returns it with the events
+// of its parking.
+func parkEdgeOpts(t *testing.T, o parkOpts) (*testEdge, parkEvents) {
+	t.Helper()
+	if o.up == nil {
+		o.up = echoHandler
+	}
+	up := httptest.NewServer(o.up)
 	t.Cleanup(up.Close)
-	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("", extra+
+	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("", o.extra+
 		"policy: \"\"\nsites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks := make(chan bool, 16)
-	cfg.Limits.ParkAfter = Duration(50 * time.Millisecond)
+	events := make(parkEvents, 256)
+	switch {
+	case o.after == 0:
+		cfg.Limits.ParkAfter = Duration(50 * time.Millisecond)
+	case o.after < 0:
+		cfg.Limits.ParkAfter = 0
+	default:
+		cfg.Limits.ParkAfter = Duration(o.after)
+	}
 	cfg.Demo = true // the fingerprints sent upstream, echoed
-	cfg.parkNoPoll = noPoll
-	cfg.parkCheck = func(atRest bool) {
+	cfg.parkNoPoll = o.noPoll
+	cfg.parkTrace = func(ev parkEvent) {
+		if o.trace != nil {
+			o.trace(ev)
+		}
 		select {
-		case checks <- atRest:
+		case events <- ev:
 		default:
 		}
 	}
-	return startEdgeConfig(t, cfg, io.Discard), checks
+	return startEdgeConfig(t, cfg, io.Discard), events
+}
+
+// parkEvents are the events of an edge's parking, as they come.
+type parkEvents chan parkEvent
+
+// next waits for the next event of one of kinds, skipping others.
+func (ch parkEvents) next(t *testing.T, kinds ...parkEventKind) parkEvent {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-ch:
+			if slices.Contains(kinds, ev.kind) {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no parking event of kinds %v in 20s", kinds)
+		}
+	}
+}
+
+// nextIdle waits for the next parkChecked event of a connection that
+// served a request, skipping others.
+func (ch parkEvents) nextIdle(t *testing.T) parkEvent {
+	t.Helper()
+	for {
+		if ev := ch.next(t, parkChecked); !ev.first {
+			return ev
+		}
+	}
+}
+
+// tryWithin waits d for the edge to try to park a connection that served
+// a request (a parkChecked event), and returns the try if there was one.
+func (ch parkEvents) tryWithin(t *testing.T, d time.Duration) (parkEvent, bool) {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case ev := <-ch:
+			if ev.kind == parkChecked && !ev.first {
+				return ev, true
+			}
+		case <-timeout:
+			return parkEvent{}, false
+		}
+	}
+}
+
+// drain forgets the events so far.
+func (ch parkEvents) drain() {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
 }
 
 // h1Dial opens an HTTP/1.1 connection to e.
@@ -140,32 +231,30 @@ func idleConnectionsPark(t *testing.T, noPoll bool) {
 }
 
 // TestParkKeepsUnreadBytes: a connection that falls idle with part of a
-// pipelined request read, or in a request's body, is not parked — parking
-// it would lose what net/http holds — and the request, finished late, is
-// answered whole.
+// pipelined request read, however little, is not parked — parking it would
+// lose what net/http holds — and the request, finished late, is answered
+// whole.
 func TestParkKeepsUnreadBytes(t *testing.T) {
 	t.Parallel()
-	e, checks := parkEdge(t, "")
 	for _, tc := range []struct{ name, first, rest, want string }{
+		{"pipelined, 2 bytes", fmt.Sprintf(parkGet, "a") + "GE", // less than net/http's Peek: it reads
+			"T /b HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n", `GET /b "" ja4=true`},
 		{"pipelined request line", fmt.Sprintf(parkGet, "a") + "GET /b HT",
 			"TP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n", `GET /b "" ja4=true`},
 		{"pipelined head", fmt.Sprintf(parkGet, "a") + "POST /b HTTP/1.1\r\nHost: localhost\r\n",
 			"User-Agent: curl/8.5.0\r\nContent-Length: 2\r\n\r\nok", `POST /b "ok" ja4=true`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, events := parkEdge(t, "") // one each: the events are the one connection's
 			c, br := h1Dial(t, e)
 			io.WriteString(c, tc.first)
 			if code, body := readAnswer(t, br); code != 200 || body != `GET /a "" ja4=true` {
 				t.Fatalf("first request: %d %q", code, body)
 			}
-			// The edge tries to park the connection, and must not.
-			select {
-			case atRest := <-checks:
-				if atRest {
-					t.Fatal("a connection holding part of a request stood at rest")
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the edge never tried to park the idle connection")
+			// The edge may try to park the connection, and must not.
+			if ev, ok := events.tryWithin(t, 20*50*time.Millisecond); ok && ev.atRest {
+				t.Fatal("a connection holding part of a request stood at rest")
 			}
 			io.WriteString(c, tc.rest)
 			if code, body := readAnswer(t, br); code != 200 || body != tc.want {
@@ -365,30 +454,173 @@ func TestParkingUnderChurn(t *testing.T) {
 	}
 }
 
-// TestParkedLastRequest: a client that sends one more request on a parked
-// connection and closes its sending side at once (TLS close_notify, then
-// a TCP FIN) has the request read and answered: only a goodbye with
-// nothing before it is taken for a hang-up.
-func TestParkedLastRequest(t *testing.T) {
+// TestParkPipelined: requests written all at once (HTTP/1.1 pipelining),
+// with and without bodies, are answered with what the upstream says, in
+// order, however long past the time to park the upstream takes over one
+// of them: net/http holds the requests after it in its buffer, and a
+// connection is never parked while a request is in flight or net/http
+// holds bytes of one. The slow answer is released once the edge has
+// surely had time to try: on the first try to park (a bug) or after 20
+// times the time to park.
+func TestParkPipelined(t *testing.T) {
 	t.Parallel()
-	bothWaits(t, parkedLastRequest)
+	for n := 2; n <= 10; n++ {
+		for _, body := range []string{"none", "length", "chunked"} {
+			t.Run(fmt.Sprintf("%d/%s", n, body), func(t *testing.T) {
+				t.Parallel()
+				parkPipelined(t, n, body)
+			})
+		}
+	}
 }
 
-func parkedLastRequest(t *testing.T, noPoll bool) {
-	e, _ := parkEdgeWith(t, "", noPoll)
-	c, br := h1Parked(t, e)
-	fmt.Fprintf(c, "GET /last HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
-	if err := c.CloseWrite(); err != nil { // close_notify
+func parkPipelined(t *testing.T, n int, body string) {
+	const after = 50 * time.Millisecond
+	arrived, release := make(chan struct{}), make(chan struct{})
+	e, events := parkEdgeOpts(t, parkOpts{after: after, up: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.HasPrefix(r.URL.Path, "/slow/") {
+			close(arrived)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		fmt.Fprintf(w, "%s %s %q", r.Method, r.URL.Path, b)
+	})})
+	var raw strings.Builder
+	var want []string
+	for i := range n {
+		path := fmt.Sprintf("/r%d", i)
+		if i == 1 {
+			path = "/slow/1"
+		}
+		b := fmt.Sprintf("body of %d", i)
+		switch body {
+		case "none":
+			fmt.Fprintf(&raw, "GET %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n", path)
+			want = append(want, fmt.Sprintf("GET %s %q", path, ""))
+		case "length":
+			fmt.Fprintf(&raw, "POST %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: %d\r\n\r\n%s", path, len(b), b)
+			want = append(want, fmt.Sprintf("POST %s %q", path, b))
+		case "chunked":
+			fmt.Fprintf(&raw, "POST %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", path, len(b), b)
+			want = append(want, fmt.Sprintf("POST %s %q", path, b))
+		}
+	}
+	c, br := h1Dial(t, e)
+	if _, err := io.WriteString(c, raw.String()); err != nil { // one write, one TLS record
 		t.Fatal(err)
 	}
-	if err := c.NetConn().(*net.TCPConn).CloseWrite(); err != nil { // FIN
-		t.Fatal(err)
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the slow request never reached the upstream")
 	}
-	// net/http takes the close for the client giving up the request, as
-	// on a connection never parked: the answer may come without its body,
-	// but it comes.
-	if code, _ := readAnswer(t, br); code != 200 {
-		t.Fatalf("the last request: %d", code)
+	if ev, ok := events.tryWithin(t, 20*after); ok {
+		t.Errorf("the edge tried to park the connection (at rest: %v) while a request was in flight", ev.atRest)
 	}
-	waitParked(t, e, 0)
+	close(release)
+	for i, w := range want {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		got, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != 200 || string(got) != w {
+			t.Fatalf("answer %d: %d %q (%v), want 200 %q", i, res.StatusCode, got, err, w)
+		}
+	}
+	waitParked(t, e, 1) // and once all are answered, the connection parks
+}
+
+// TestParkBlankLines: a connection whose client sent an empty line after
+// a request — net/http keeps it, and takes it for the start of the next
+// request, which gets a 400 — is not parked: the next request gets the
+// answer it gets with parking off.
+func TestParkBlankLines(t *testing.T) {
+	t.Parallel()
+	answer := func(after time.Duration) int {
+		e, events := parkEdgeOpts(t, parkOpts{after: after})
+		c, br := h1Dial(t, e)
+		io.WriteString(c, fmt.Sprintf(parkGet, "a")+"\r\n")
+		if code, _ := readAnswer(t, br); code != 200 {
+			t.Fatalf("request: %d", code)
+		}
+		if after > 0 && events.nextIdle(t).atRest {
+			t.Error("a connection with an empty line read stood at rest")
+		}
+		fmt.Fprintf(c, parkGet, "b")
+		code, _ := readAnswer(t, br)
+		return code
+	}
+	if on, off := answer(50*time.Millisecond), answer(-1); on != off {
+		t.Fatalf("after an empty line, the next request: %d with parking, %d without", on, off)
+	}
+}
+
+// TestParkRequestAtPark: a request that arrives while the connection
+// parks — after its wait for one ended, before it waits parked — is
+// answered.
+func TestParkRequestAtPark(t *testing.T) {
+	t.Parallel()
+	bothWaits(t, func(t *testing.T, noPoll bool) {
+		checked, proceed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		e, _ := parkEdgeOpts(t, parkOpts{noPoll: noPoll, trace: func(ev parkEvent) {
+			if ev.kind == parkChecked && !ev.first {
+				select {
+				case checked <- struct{}{}:
+					<-proceed
+				case <-done:
+				}
+			}
+		}})
+		t.Cleanup(func() { close(done) }) // before the edge's Shutdown
+		c, br := h1Requested(t, e)
+		for i := range 5 {
+			<-checked // the edge decides to park the connection now
+			fmt.Fprintf(c, parkGet, fmt.Sprint("at", i))
+			proceed <- struct{}{}
+			if code, body := readAnswer(t, br); code != 200 || body != fmt.Sprintf(`GET /at%d "" ja4=true`, i) {
+				t.Fatalf("request %d: %d %q", i, code, body)
+			}
+		}
+	})
+}
+
+// TestShutdownAsParking: Shutdown closing an idle connection (net/http's
+// closeIdleConns) while the edge parks it ends the connection once, and
+// Shutdown returns.
+func TestShutdownAsParking(t *testing.T) {
+	t.Parallel()
+	checked, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e, _ := parkEdgeOpts(t, parkOpts{trace: func(ev parkEvent) {
+		if ev.kind == parkChecked && !ev.first {
+			once.Do(func() {
+				checked <- struct{}{}
+				<-proceed
+			})
+		}
+	}})
+	_, br := h1Requested(t, e)
+	<-checked
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		shut <- e.Server.Shutdown(ctx)
+	}()
+	if _, err := br.ReadByte(); err != io.EOF { // closed by net/http's Shutdown
+		t.Fatalf("the connection as Shutdown began: %v, want EOF", err)
+	}
+	close(proceed)
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if n := e.Server.parked.Load(); n != 0 {
+		t.Fatalf("parked after Shutdown: %d", n)
+	}
 }

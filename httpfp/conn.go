@@ -228,16 +228,18 @@ func (c *Conn) Rest() {
 }
 
 // AtRest reports whether an HTTP/1 connection stands between requests:
-// every byte read through it so far belongs to a request read whole (blank
-// lines between requests aside), so a server that has no unread bytes of
-// its own can let go of its buffers and take the connection up again at
-// its next byte. It reports false for HTTP/2, after an Upgrade or CONNECT,
-// and once the tap stopped.
+// every byte read through it so far belongs to a request read whole, so a
+// server that has no unread bytes of its own can let go of its buffers and
+// take the connection up again at its next byte. Empty lines read after
+// the last request keep it from rest until the next request begins: a
+// server may hold them, and answer them (net/http takes them for a
+// malformed request unless they follow a POST). It reports false for
+// HTTP/2, after an Upgrade or CONNECT, and once the tap stopped.
 func (c *Conn) AtRest() bool {
 	c.tapMu.Lock()
 	defer c.tapMu.Unlock()
 	t, ok := c.tap.(*h1Tap)
-	return ok && t.state == h1LineStart
+	return ok && t.state == h1LineStart && !t.blank
 }
 
 // Err returns why the tap stopped fingerprinting this connection, or nil.

@@ -76,6 +76,8 @@ type h1Tap struct {
 	digits    int
 
 	memo *memo // nil until a request needs it, and after Conn.Rest
+
+	blank bool // bytes of empty lines read since the last request ended
 }
 
 func newH1Tap(c *Conn, cfg Config) *h1Tap {
@@ -100,6 +102,7 @@ func (t *h1Tap) step(p []byte) ([]byte, error) {
 		return nil, nil
 	case h1LineStart:
 		if p[0] == '\r' || p[0] == '\n' {
+			t.blank = true
 			return p[1:], nil
 		}
 		t.resetMessage()
@@ -330,6 +333,7 @@ func (t *h1Tap) resetMessage() {
 	t.size, t.kind = 0, fieldOther
 	t.contentLength, t.chunked, t.upgrade = -1, false, false
 	t.cookies, t.lang, t.langSeen = nil, "", false
+	t.blank = false
 }
 
 // requestLine splits the request line in buf the way net/http does
