@@ -295,21 +295,34 @@ func (s *Server) geoReloaded(path string, err error) {
 func (s *Server) Handler() *Handler { return s.handler.Load() }
 
 // Reload replaces sites, routes and policy at once: it builds a new Handler
-// and swaps it in. In-flight requests finish with the Handler they started
-// with. Listener addresses, the TLS mode, the store and the fingerprint
-// log's file need a restart; a change to them is reported, not applied.
+// and swaps it in, after the certificates follow the sites' names (an added
+// name is served at once in tls.mode self-signed and ordered at once in
+// acme; /readyz says not ready until it has its certificate). In-flight
+// requests finish with the Handler they started with. Listener addresses,
+// the TLS mode, the store and the fingerprint log's file need a restart; a
+// change to them is reported, not applied.
 func (s *Server) Reload(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if cfg.TLS.Mode == "files" {
-		if err := s.certs.Reload(); err != nil {
-			return fmt.Errorf("edge: reload certificate files: %w", err)
-		}
-	}
 	h, err := NewHandler(cfg, s.env)
 	if err != nil {
 		return err
+	}
+	// The certificates follow the sites: an added name is served (ordered,
+	// in tls.mode acme) before the Handler that routes it is swapped in; a
+	// removed one is no longer served.
+	oldHosts := s.handler.Load().cfg.hosts()
+	if err := s.certs.SetHosts(cfg.hosts()); err != nil {
+		h.Close()
+		return fmt.Errorf("edge: certificates: %w", err)
+	}
+	if cfg.TLS.Mode == "files" {
+		if err := s.certs.Reload(); err != nil {
+			_ = s.certs.SetHosts(oldHosts) // they passed before
+			h.Close()
+			return fmt.Errorf("edge: reload certificate files: %w", err)
+		}
 	}
 	if !cfg.Listen.same(&s.base.Listen) || cfg.TLS.Mode != s.base.TLS.Mode || cfg.Store != s.base.Store ||
 		cfg.Log.Fingerprints != s.base.Log.Fingerprints || cfg.Geo != s.base.Geo {
