@@ -55,6 +55,15 @@ type acmeSource struct {
 	runCtx context.Context
 	loops  sync.WaitGroup
 
+	// The orders handshakes start (obtainOnDemand) outlive the handshake;
+	// when Run ends it cancels them (demandCtx) and waits for them, and
+	// none starts after.
+	demandMu     sync.Mutex
+	demandCtx    context.Context
+	demandStop   context.CancelFunc
+	demandClosed bool
+	demand       sync.WaitGroup
+
 	// tryHTTP01 is set once HTTPHandler was asked for: only then can the
 	// CA's http-01 requests reach us.
 	tryHTTP01 atomic.Bool
@@ -88,6 +97,7 @@ func newACMESource(ctx context.Context, cfg *Config) (*acmeSource, error) {
 		httpTokens: map[string][]byte{},
 		alpnCerts:  map[string]*tls.Certificate{},
 	}
+	a.demandCtx, a.demandStop = context.WithCancel(context.Background())
 	if cfg.CARootsFile != "" {
 		c, err := rootsClient(cfg.CARootsFile)
 		if err != nil {
@@ -354,7 +364,12 @@ func (a *acmeSource) run(ctx context.Context) error {
 	a.runMu.Lock()
 	a.runCtx = nil // setHosts starts no loop from now on
 	a.runMu.Unlock()
+	a.demandMu.Lock()
+	a.demandClosed = true // no handshake starts an order from now on
+	a.demandMu.Unlock()
+	a.demandStop()
 	a.loops.Wait()
+	a.demand.Wait()
 	return nil
 }
 
@@ -421,9 +436,17 @@ func (a *acmeSource) obtainOnDemand(ctx context.Context, st *nameState) error {
 	if inBackoff {
 		return a.noCertError(st)
 	}
+	a.demandMu.Lock()
+	if a.demandClosed {
+		a.demandMu.Unlock()
+		return fmt.Errorf("%w for %q: the certificate manager has stopped", ErrNoCertificate, st.name)
+	}
+	a.demand.Add(1)
+	a.demandMu.Unlock()
 	done := make(chan error, 1)
 	go func() {
-		octx, cancel := context.WithTimeout(context.Background(), orderTimeout)
+		defer a.demand.Done()
+		octx, cancel := context.WithTimeout(a.demandCtx, orderTimeout)
 		defer cancel()
 		done <- a.obtain(octx, st, false)
 	}()

@@ -400,7 +400,8 @@ func redirectHTTPS(w http.ResponseWriter, r *http.Request) {
 // certificate and keys stay in use meanwhile. (An order started by a
 // handshake for a name without a certificate runs in a goroutine of its
 // own, bounded by the order timeout of five minutes, so that the order is
-// not lost when the handshake gives up.)
+// not lost when the handshake gives up; when ctx is done, Run ends such
+// orders too and waits for them, and no handshake starts one after.)
 func (m *Manager) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.tickets.run(ctx) })

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"net"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,5 +132,65 @@ func TestSetHostsACME(t *testing.T) {
 	}
 	if err := m.SetHosts(nil); !errors.Is(err, certs.ErrInvalidConfig) {
 		t.Errorf("no name in ModeACME: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// stallCache stalls reads of one key until their context ends, and says
+// when the last such read returned.
+type stallCache struct {
+	key      string
+	stalled  chan struct{} // a read of key has begun (buffered)
+	returned chan struct{} // closed when a stalled read returned
+	once     sync.Once
+}
+
+func (c *stallCache) Get(ctx context.Context, key string) ([]byte, error) {
+	if key != c.key {
+		return nil, certs.ErrCacheMiss
+	}
+	select {
+	case c.stalled <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	c.once.Do(func() { close(c.returned) })
+	return nil, ctx.Err()
+}
+
+func (c *stallCache) Put(context.Context, string, []byte) error { return nil }
+func (c *stallCache) Delete(context.Context, string) error      { return nil }
+
+// TestRunEndsHandshakeOrders: an order a handshake started outlives the
+// handshake, but not Run: when Run's context ends, Run ends that order and
+// returns only after it.
+func TestRunEndsHandshakeOrders(t *testing.T) {
+	t.Parallel()
+	const name = "stall.maat.test"
+	cache := &stallCache{key: "none yet", stalled: make(chan struct{}, 1), returned: make(chan struct{})}
+	m, err := certs.New(certs.Config{Mode: certs.ModeACME, Hosts: []string{name}, Cache: cache,
+		DirectoryURL: "http://127.0.0.1:1/directory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache.key = name // New has read the cache: from now on the name's reads stall
+	hctx, cancel := context.WithCancel(context.Background())
+	go func() { <-cache.stalled; cancel() }() // the handshake gives up once the order runs
+	server, client := net.Pipe()
+	defer client.Close()
+	go func() { _ = tls.Client(client, &tls.Config{ServerName: name, InsecureSkipVerify: true}).Handshake() }()
+	if err := tls.Server(server, &tls.Config{GetCertificate: m.GetCertificate}).HandshakeContext(hctx); err == nil {
+		t.Fatal("a handshake without a certificate succeeded")
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- m.Run(ctx) }()
+	stop()
+	if err := <-runDone; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cache.returned:
+	default:
+		t.Fatal("Run returned while the order a handshake started still ran")
 	}
 }
