@@ -82,6 +82,7 @@ type Server struct {
 	tunnels      map[*tunnel]struct{} // websockets: connections hijacked from net/http
 	connWG       sync.WaitGroup       // Add only under mu while !shuttingDown
 	shuttingDown bool
+	tunnelsCut   bool // the drain is over: a tunnel is closed as it comes
 }
 
 // Addrs are the bound addresses, once Start returned.
@@ -549,6 +550,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for t := range s.tunnels {
 		_ = t.Close()
 	}
+	s.tunnelsCut = true
 	s.mu.Unlock()
 	if s.h1 != nil {
 		_ = s.h1.Close()
@@ -683,9 +685,12 @@ func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) trackTunnel(t *tunnel) {
 	s.mu.Lock()
 	s.tunnels[t] = struct{}{}
-	late := s.shuttingDown
+	late, cut := s.shuttingDown, s.tunnelsCut
 	s.mu.Unlock()
-	if late {
+	switch {
+	case cut: // the drain is over: Shutdown closed the others already
+		_ = t.Close()
+	case late:
 		t.goingAway()
 	}
 }
