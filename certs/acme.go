@@ -43,8 +43,26 @@ const (
 type acmeSource struct {
 	cfg   *Config
 	cache Cache
-	names map[string]*nameState // fixed at New: one per configured host
-	http  *http.Client          // to the CA; nil for the default
+	// names has one state per configured host; setHosts replaces the map,
+	// never changes one.
+	names atomic.Pointer[map[string]*nameState]
+	http  *http.Client // to the CA; nil for the default
+
+	// runMu guards runCtx, while Run runs, and each name's stop: setHosts
+	// starts the loop of a name it adds and stops that of a name it
+	// removes.
+	runMu  sync.Mutex
+	runCtx context.Context
+	loops  sync.WaitGroup
+
+	// The orders handshakes start (obtainOnDemand) outlive the handshake;
+	// when Run ends it cancels them (demandCtx) and waits for them, and
+	// none starts after.
+	demandMu     sync.Mutex
+	demandCtx    context.Context
+	demandStop   context.CancelFunc
+	demandClosed bool
+	demand       sync.WaitGroup
 
 	// tryHTTP01 is set once HTTPHandler was asked for: only then can the
 	// CA's http-01 requests reach us.
@@ -63,6 +81,7 @@ type nameState struct {
 	name string
 	cert atomic.Pointer[tls.Certificate] // the certificate served; nil if none
 	kick chan struct{}                   // wakes the name's Run loop after an order (buffered, 1)
+	stop context.CancelFunc              // ends the name's Run loop; nil before it starts (runMu)
 
 	mu        sync.Mutex
 	ordering  chan struct{} // non-nil while an order runs; closed at its end
@@ -75,10 +94,10 @@ func newACMESource(ctx context.Context, cfg *Config) (*acmeSource, error) {
 	a := &acmeSource{
 		cfg:        cfg,
 		cache:      cfg.cache(),
-		names:      make(map[string]*nameState, len(cfg.Hosts)),
 		httpTokens: map[string][]byte{},
 		alpnCerts:  map[string]*tls.Certificate{},
 	}
+	a.demandCtx, a.demandStop = context.WithCancel(context.Background())
 	if cfg.CARootsFile != "" {
 		c, err := rootsClient(cfg.CARootsFile)
 		if err != nil {
@@ -86,12 +105,14 @@ func newACMESource(ctx context.Context, cfg *Config) (*acmeSource, error) {
 		}
 		a.http = c
 	}
+	names := make(map[string]*nameState, len(cfg.Hosts))
+	a.names.Store(&names)
 	for _, h := range cfg.Hosts {
-		if a.names[h] != nil {
+		if names[h] != nil {
 			continue
 		}
 		st := &nameState{name: h, kick: make(chan struct{}, 1)}
-		a.names[h] = st
+		names[h] = st
 		gctx, cancel := context.WithTimeout(ctx, cacheTimeout)
 		c, err := a.cacheGet(gctx, h)
 		cancel()
@@ -137,7 +158,7 @@ func (a *acmeSource) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificat
 	if name == "" {
 		return nil, fmt.Errorf("%w: the client sent no server name", ErrUnknownHost)
 	}
-	st := a.names[name]
+	st := a.lookup(name)
 	if st == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownHost, name)
 	}
@@ -215,7 +236,7 @@ func (a *acmeSource) httpHandler(fallback http.Handler) http.Handler {
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h
 		}
-		if a.names[normalizeName(host)] == nil {
+		if a.lookup(normalizeName(host)) == nil {
 			http.Error(w, "host not configured", http.StatusForbidden)
 			return
 		}
@@ -238,9 +259,53 @@ func (a *acmeSource) httpHandler(fallback http.Handler) http.Handler {
 	})
 }
 
+// lookup returns the state of a configured name, nil for another.
+func (a *acmeSource) lookup(name string) *nameState { return (*a.names.Load())[name] }
+
+// setHosts makes hosts the configured names. A name added is served from
+// the cache or ordered at once (its Run loop starts, when Run runs); a
+// name removed is no longer served, and its loop (its order, if one runs)
+// ends.
+func (a *acmeSource) setHosts(hosts []string) {
+	a.runMu.Lock()
+	defer a.runMu.Unlock()
+	old := *a.names.Load()
+	names := make(map[string]*nameState, len(hosts))
+	for _, h := range hosts {
+		if names[h] != nil {
+			continue
+		}
+		st := old[h]
+		if st == nil {
+			st = &nameState{name: h, kick: make(chan struct{}, 1)}
+			if a.runCtx != nil {
+				a.startLocked(st)
+			}
+		}
+		names[h] = st
+	}
+	for h, st := range old {
+		if names[h] == nil && st.stop != nil {
+			st.stop()
+		}
+	}
+	a.names.Store(&names)
+}
+
+// startLocked starts st's Run loop; runMu held, Run running.
+func (a *acmeSource) startLocked(st *nameState) {
+	ctx, cancel := context.WithCancel(a.runCtx)
+	st.stop = cancel
+	a.loops.Go(func() {
+		defer cancel()
+		a.maintain(ctx, st)
+	})
+}
+
 func (a *acmeSource) status() []NameStatus {
-	s := make([]NameStatus, 0, len(a.names))
-	for _, st := range a.names {
+	names := *a.names.Load()
+	s := make([]NameStatus, 0, len(names))
+	for _, st := range names {
 		ns := NameStatus{Name: st.name}
 		if c := st.cert.Load(); c != nil {
 			ns.NotAfter = c.Leaf.NotAfter
@@ -251,6 +316,7 @@ func (a *acmeSource) status() []NameStatus {
 			ns.LastError = st.lastErr.Error()
 			ns.NextRetry = st.nextRetry
 		}
+		ns.Ordering = st.ordering != nil
 		st.mu.Unlock()
 		s = append(s, ns)
 	}
@@ -288,11 +354,22 @@ func (a *acmeSource) backoff(failures int) time.Duration {
 // run keeps every name's certificate: one loop per name, so that a name
 // whose orders fail never delays another.
 func (a *acmeSource) run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for _, st := range a.names {
-		wg.Go(func() { a.maintain(ctx, st) })
+	a.runMu.Lock()
+	a.runCtx = ctx
+	for _, st := range *a.names.Load() {
+		a.startLocked(st)
 	}
-	wg.Wait()
+	a.runMu.Unlock()
+	<-ctx.Done()
+	a.runMu.Lock()
+	a.runCtx = nil // setHosts starts no loop from now on
+	a.runMu.Unlock()
+	a.demandMu.Lock()
+	a.demandClosed = true // no handshake starts an order from now on
+	a.demandMu.Unlock()
+	a.demandStop()
+	a.loops.Wait()
+	a.demand.Wait()
 	return nil
 }
 
@@ -359,9 +436,17 @@ func (a *acmeSource) obtainOnDemand(ctx context.Context, st *nameState) error {
 	if inBackoff {
 		return a.noCertError(st)
 	}
+	a.demandMu.Lock()
+	if a.demandClosed {
+		a.demandMu.Unlock()
+		return fmt.Errorf("%w for %q: the certificate manager has stopped", ErrNoCertificate, st.name)
+	}
+	a.demand.Add(1)
+	a.demandMu.Unlock()
 	done := make(chan error, 1)
 	go func() {
-		octx, cancel := context.WithTimeout(context.Background(), orderTimeout)
+		defer a.demand.Done()
+		octx, cancel := context.WithTimeout(a.demandCtx, orderTimeout)
 		defer cancel()
 		done <- a.obtain(octx, st, false)
 	}()
@@ -522,7 +607,7 @@ func (a *acmeSource) recheck(ctx context.Context, st *nameState) {
 // renew orders a new certificate for name now, keeping the current one in
 // use until it has arrived.
 func (a *acmeSource) renew(ctx context.Context, name string) error {
-	st := a.names[normalizeName(name)]
+	st := a.lookup(normalizeName(name))
 	if st == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownHost, name)
 	}

@@ -156,6 +156,7 @@ type NameStatus struct {
 	RenewAt   time.Time `json:"renew_at,omitzero"`    // when renewal starts (ACME)
 	LastError string    `json:"last_error,omitempty"` // the last failure, cleared on success
 	NextRetry time.Time `json:"next_retry,omitzero"`  // when a failed order is tried again
+	Ordering  bool      `json:"ordering,omitempty"`   // an order for the name runs now (ACME)
 }
 
 // Ready reports whether the name has a certificate valid at now.
@@ -399,7 +400,8 @@ func redirectHTTPS(w http.ResponseWriter, r *http.Request) {
 // certificate and keys stay in use meanwhile. (An order started by a
 // handshake for a name without a certificate runs in a goroutine of its
 // own, bounded by the order timeout of five minutes, so that the order is
-// not lost when the handshake gives up.)
+// not lost when the handshake gives up; when ctx is done, Run ends such
+// orders too and waits for them, and no handshake starts one after.)
 func (m *Manager) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.tickets.run(ctx) })
@@ -427,6 +429,40 @@ func (m *Manager) Status() []NameStatus {
 	s := m.src.status()
 	slices.SortFunc(s, func(a, b NameStatus) int { return strings.Compare(a.Name, b.Name) })
 	return s
+}
+
+// SetHosts replaces [Config.Hosts], as a reload of the configuration does;
+// each name must be valid for the mode, as [Config.Validate] says, or
+// nothing changes. A name added is served at once in ModeSelfSigned; in
+// ModeACME it is read from the cache or ordered at once (by [Manager.Run]'s
+// loop, or by the first handshake that asks for it). A name removed is no
+// longer served, and its order, if one runs in Run, ends. In ModeFiles the
+// names are those the certificate must cover: [Manager.Status] reports
+// each, with an error for one it does not cover, and [Manager.Reload]
+// checks them. With AnyHost, every name stays served.
+func (m *Manager) SetHosts(hosts []string) error {
+	var errs []error
+	hosts = slices.Clone(hosts)
+	for _, h := range hosts {
+		if err := checkHost(h, m.mode == ModeACME); err != nil {
+			errs = append(errs, fmt.Errorf("%w: host %q: %v", ErrInvalidConfig, h, err))
+		}
+	}
+	if m.mode == ModeACME && len(hosts) == 0 {
+		errs = append(errs, fmt.Errorf("%w: mode %q needs at least one host", ErrInvalidConfig, ModeACME))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	switch {
+	case m.local != nil:
+		return m.local.setHosts(hosts)
+	case m.acme != nil:
+		m.acme.setHosts(hosts)
+	case m.files != nil:
+		m.files.setHosts(hosts)
+	}
+	return nil
 }
 
 // Reload re-reads the certificate and key files in ModeFiles (on SIGHUP).

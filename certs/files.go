@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // fileSource is ModeFiles: one certificate chain and key from files, served
@@ -14,13 +15,14 @@ type fileSource struct {
 	cfg *Config
 
 	mu      sync.RWMutex
+	hosts   []string // Config.Hosts, or as setHosts changed them
 	cert    *tls.Certificate
 	lastErr error
 }
 
 func newFileSource(cfg *Config) (*fileSource, error) {
-	f := &fileSource{cfg: cfg}
-	c, err := f.load()
+	f := &fileSource{cfg: cfg, hosts: cfg.Hosts}
+	c, err := f.load(f.hosts)
 	if err != nil {
 		return nil, err
 	}
@@ -29,8 +31,8 @@ func newFileSource(cfg *Config) (*fileSource, error) {
 	return f, nil
 }
 
-// load reads and checks the files.
-func (f *fileSource) load() (*tls.Certificate, error) {
+// load reads the files and checks them, for hosts.
+func (f *fileSource) load(hosts []string) (*tls.Certificate, error) {
 	c, err := tls.LoadX509KeyPair(f.cfg.CertFile, f.cfg.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("certs: loading %s and %s: %w", f.cfg.CertFile, f.cfg.KeyFile, err)
@@ -40,7 +42,7 @@ func (f *fileSource) load() (*tls.Certificate, error) {
 	if now.After(c.Leaf.NotAfter) {
 		errs = append(errs, fmt.Errorf("expired on %s", c.Leaf.NotAfter.UTC().Format("2006-01-02 15:04:05Z")))
 	}
-	for _, h := range f.cfg.Hosts {
+	for _, h := range hosts {
 		if err := c.Leaf.VerifyHostname(h); err != nil {
 			errs = append(errs, fmt.Errorf("does not cover host %q", h))
 		}
@@ -51,8 +53,17 @@ func (f *fileSource) load() (*tls.Certificate, error) {
 	return &c, nil
 }
 
+func (f *fileSource) setHosts(hosts []string) {
+	f.mu.Lock()
+	f.hosts = hosts
+	f.mu.Unlock()
+}
+
 func (f *fileSource) reload() error {
-	c, err := f.load()
+	f.mu.RLock()
+	hosts := f.hosts
+	f.mu.RUnlock()
+	c, err := f.load(hosts)
 	f.mu.Lock()
 	f.lastErr = err
 	e := Event{Kind: EventFailed, Name: f.cfg.CertFile, NotAfter: f.cert.Leaf.NotAfter, Err: err}
@@ -74,7 +85,7 @@ func (f *fileSource) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, err
 func (f *fileSource) status() []NameStatus {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	names := f.cfg.Hosts
+	names := f.hosts
 	if len(names) == 0 {
 		names = f.cert.Leaf.DNSNames
 	}
@@ -86,6 +97,12 @@ func (f *fileSource) status() []NameStatus {
 		st := NameStatus{Name: n, NotAfter: f.cert.Leaf.NotAfter}
 		if f.lastErr != nil {
 			st.LastError = f.lastErr.Error()
+		}
+		if len(f.hosts) > 0 && f.cert.Leaf.VerifyHostname(n) != nil {
+			// A name added by setHosts that the files do not cover: no
+			// certificate until they do.
+			st.NotAfter = time.Time{}
+			st.LastError = fmt.Sprintf("certs: the certificate of %s does not cover %q", f.cfg.CertFile, n)
 		}
 		s = append(s, st)
 	}

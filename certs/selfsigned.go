@@ -39,22 +39,60 @@ const (
 // localCA is ModeSelfSigned: a CA made once (and kept in the cache when
 // there is one) that signs a leaf per server name on demand.
 type localCA struct {
-	cfg   *Config
-	hosts map[string]bool
-	cert  *x509.Certificate
-	key   *ecdsa.PrivateKey
-	pem   []byte
+	cfg  *Config
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
 
-	mu     sync.Mutex
-	leaves map[string]*tls.Certificate
+	mu         sync.Mutex
+	configured map[string]bool // Config.Hosts, or as setHosts changed them
+	leaves     map[string]*tls.Certificate
 }
 
 func newLocalCA(ctx context.Context, cfg *Config) (*localCA, error) {
-	l := &localCA{cfg: cfg, hosts: map[string]bool{"localhost": true}, leaves: map[string]*tls.Certificate{}}
-	for _, h := range cfg.Hosts {
-		l.hosts[h] = true
+	l := &localCA{cfg: cfg, leaves: map[string]*tls.Certificate{}}
+	l, err := l.init(ctx)
+	if err != nil {
+		return nil, err
 	}
-	c := cfg.cache()
+	if err := l.setHosts(cfg.Hosts); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// setHosts makes hosts the configured names: a leaf is made for each at
+// once (so that Status lists them, valid), and the leaves of names no
+// longer configured go.
+func (l *localCA) setHosts(hosts []string) error {
+	now := l.cfg.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.configured = make(map[string]bool, len(hosts))
+	for _, h := range hosts {
+		l.configured[h] = true
+	}
+	for name := range l.leaves {
+		if name != noSNI && !l.served(name) {
+			delete(l.leaves, name)
+		}
+	}
+	for h := range l.configured {
+		if _, err := l.leafLocked(h, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// served reports whether a certificate is made for name; l.mu held.
+func (l *localCA) served(name string) bool {
+	return name == noSNI || name == "localhost" || l.cfg.AnyHost || l.configured[name]
+}
+
+// init loads the CA from the cache or makes one (and stores it there).
+func (l *localCA) init(ctx context.Context) (*localCA, error) {
+	c := l.cfg.cache()
 	if c != nil {
 		ok, err := l.load(ctx, c)
 		if err != nil {
@@ -153,12 +191,17 @@ func (l *localCA) rootPEM() []byte { return slices.Clone(l.pem) }
 
 func (l *localCA) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	name := normalizeName(hello.ServerName)
-	if name != noSNI && !l.cfg.AnyHost && !l.hosts[name] {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownHost, name)
-	}
 	now := l.cfg.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.served(name) {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownHost, name)
+	}
+	return l.leafLocked(name, now)
+}
+
+// leafLocked returns the leaf of name, made anew when it is due; l.mu held.
+func (l *localCA) leafLocked(name string, now time.Time) (*tls.Certificate, error) {
 	if c := l.leaves[name]; c != nil && now.Before(c.Leaf.NotAfter.Add(-localLeafRenew)) {
 		return c, nil
 	}
@@ -167,7 +210,12 @@ func (l *localCA) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		return nil, err
 	}
 	if len(l.leaves) >= maxLocalLeaves {
-		clear(l.leaves)
+		// Names a client chose (AnyHost) go; the configured ones stay.
+		for n := range l.leaves {
+			if !l.configured[n] {
+				delete(l.leaves, n)
+			}
+		}
 	}
 	l.leaves[name] = c
 	return c, nil
@@ -219,8 +267,12 @@ func (l *localCA) issue(name string, now time.Time) (*tls.Certificate, error) {
 }
 
 func (l *localCA) status() []NameStatus {
+	now := l.cfg.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for h := range l.configured { // a configured name's leaf is made when due, as a handshake would
+		_, _ = l.leafLocked(h, now)
+	}
 	var s []NameStatus
 	for name, c := range l.leaves {
 		if name == noSNI {

@@ -64,6 +64,8 @@ type Server struct {
 	started  atomic.Bool
 	stopping atomic.Bool
 
+	requests *requestGate // the requests being served, hijacked ones included
+
 	conns1  *clientCounter // TCP connections per client (limits.conns_per_client)
 	trusted trustedProxies // exempt from conns1
 	quicHS  atomic.Int64   // QUIC handshakes in progress
@@ -77,8 +79,10 @@ type Server struct {
 	udp          net.PacketConn
 	conns        map[net.Conn]struct{} // TCP connections in their handshake or HTTP/2
 	parkedConns  map[*parkedConn]struct{}
-	connWG       sync.WaitGroup // Add only under mu while !shuttingDown
+	tunnels      map[*tunnel]struct{} // websockets: connections hijacked from net/http
+	connWG       sync.WaitGroup       // Add only under mu while !shuttingDown
 	shuttingDown bool
+	tunnelsCut   bool // the drain is over: a tunnel is closed as it comes
 }
 
 // Addrs are the bound addresses, once Start returned.
@@ -96,7 +100,8 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{log: log, base: cfg, group: newGroup(), conns: map[net.Conn]struct{}{}}
+	s := &Server{log: log, base: cfg, group: newGroup(), conns: map[net.Conn]struct{}{},
+		tunnels: map[*tunnel]struct{}{}, requests: newRequestGate()}
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	s.hsCtx, s.hsCancel = context.WithCancel(s.bg)
 	var undo []func()
@@ -291,21 +296,34 @@ func (s *Server) geoReloaded(path string, err error) {
 func (s *Server) Handler() *Handler { return s.handler.Load() }
 
 // Reload replaces sites, routes and policy at once: it builds a new Handler
-// and swaps it in. In-flight requests finish with the Handler they started
-// with. Listener addresses, the TLS mode, the store and the fingerprint
-// log's file need a restart; a change to them is reported, not applied.
+// and swaps it in, after the certificates follow the sites' names (an added
+// name is served at once in tls.mode self-signed and ordered at once in
+// acme; /readyz says not ready until it has its certificate). In-flight
+// requests finish with the Handler they started with. Listener addresses,
+// the TLS mode, the store and the fingerprint log's file need a restart; a
+// change to them is reported, not applied.
 func (s *Server) Reload(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if cfg.TLS.Mode == "files" {
-		if err := s.certs.Reload(); err != nil {
-			return fmt.Errorf("edge: reload certificate files: %w", err)
-		}
-	}
 	h, err := NewHandler(cfg, s.env)
 	if err != nil {
 		return err
+	}
+	// The certificates follow the sites: an added name is served (ordered,
+	// in tls.mode acme) before the Handler that routes it is swapped in; a
+	// removed one is no longer served.
+	oldHosts := s.handler.Load().cfg.hosts()
+	if err := s.certs.SetHosts(cfg.hosts()); err != nil {
+		h.Close()
+		return fmt.Errorf("edge: certificates: %w", err)
+	}
+	if cfg.TLS.Mode == "files" {
+		if err := s.certs.Reload(); err != nil {
+			_ = s.certs.SetHosts(oldHosts) // they passed before
+			h.Close()
+			return fmt.Errorf("edge: reload certificate files: %w", err)
+		}
 	}
 	if !cfg.Listen.same(&s.base.Listen) || cfg.TLS.Mode != s.base.TLS.Mode || cfg.Store != s.base.Store ||
 		cfg.Log.Fingerprints != s.base.Log.Fingerprints || cfg.Geo != s.base.Geo {
@@ -473,9 +491,13 @@ func (s *Server) untrackConn(c net.Conn) {
 	s.connWG.Done()
 }
 
-// Shutdown stops accepting, lets in-flight requests finish until ctx ends,
-// then closes what is left, waits for every goroutine the Server started
-// and releases the store and the logs.
+// Shutdown stops accepting, tells every websocket it is going away (a
+// Close frame with status 1001 to the client and to the upstream, between
+// their frames), lets in-flight requests finish until ctx ends, then closes
+// what is left — connections net/http hijacked included — and waits for
+// every goroutine the Server started and for every request's handler, so
+// that each request writes its log lines; it closes the logs and the store
+// last.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.stopping.CompareAndSwap(false, true) {
 		return nil
@@ -486,6 +508,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.adm == nil || ln.Addr().String() != s.addrs.Admin {
 			_ = ln.Close() // the admin port keeps answering /readyz: draining
 		}
+	}
+	for t := range s.tunnels {
+		t.goingAway() // does not block: the tunnel's copy does the rest
 	}
 	s.mu.Unlock()
 	s.hsCancel()
@@ -514,6 +539,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		shut(s.web.Shutdown)
 	}
 	shut(s.waitConns)
+	shut(s.waitRequests) // websockets too: net/http's Shutdown forgets hijacked connections
 	wg.Wait()
 
 	// What is left after the drain is closed.
@@ -521,6 +547,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for c := range s.conns {
 		_ = c.Close()
 	}
+	for t := range s.tunnels {
+		_ = t.Close()
+	}
+	s.tunnelsCut = true
 	s.mu.Unlock()
 	if s.h1 != nil {
 		_ = s.h1.Close()
@@ -530,12 +560,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		_ = s.h3.Close()
 		_ = s.quicTr.Close()
 	}
+	if s.web != nil {
+		_ = s.web.Close()
+	}
 	if s.adm != nil {
 		_ = s.adm.Close()
 	}
 	s.closeListeners()
 	s.connWG.Wait()
 	s.poller.close() // every parked connection is done: connWG counts them
+	// A request cut with its connection ends now (its context is
+	// canceled) and writes its log lines; none starts any more.
+	s.requests.shut()
+	gctx, cancel := context.WithTimeout(context.Background(), requestGrace)
+	if err := s.requests.wait(gctx); err != nil {
+		errs = append(errs, fmt.Errorf("edge: %d requests still running after their connections closed; their log lines are lost: %w",
+			s.requests.inFlight(), err))
+	}
+	cancel()
 	s.bgCancel()
 	if err := s.group.Wait(); err != nil {
 		errs = append(errs, err)
@@ -550,6 +592,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		_ = s.certStore.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// requestGrace bounds the wait for requests whose connections Shutdown
+// closed after the drain: their contexts are canceled, so they end as soon
+// as their upstream exchange notices.
+const requestGrace = 5 * time.Second
+
+// waitRequests waits until no request is being served or ctx ends.
+func (s *Server) waitRequests(ctx context.Context) error {
+	if err := s.requests.wait(ctx); err != nil {
+		return fmt.Errorf("edge: %d requests still running after the drain: %w", s.requests.inFlight(), err)
+	}
+	return nil
 }
 
 // waitConns waits until the tracked TCP connections are done or ctx ends.
@@ -602,14 +657,48 @@ func (s *Server) Serve(ctx context.Context) error {
 // httpfp.Handler would take it into a copy of the request. net/http sets
 // r.TLS itself for HTTP/1 (the tapped connection has a ConnectionState
 // method); for HTTP/2 it is the connection's, from its context (h2Conn).
+//
+// Every request is counted until its handler returns (Shutdown waits for
+// the count), and a websocket's connection, hijacked from net/http, is
+// tracked as a tunnel (upgradeWriter).
 func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
+	if !s.requests.enter() {
+		return
+	}
+	defer s.requests.leave()
 	if r.TLS == nil {
 		r.TLS, _ = r.Context().Value(tlsStateKey{}).(*tls.ConnectionState)
 	}
 	if s.altSvc != "" {
 		w.Header()["Alt-Svc"] = []string{s.altSvc}
 	}
+	if r.ProtoMajor == 1 && r.Header["Upgrade"] != nil {
+		uw := &upgradeWriter{ResponseWriter: w, s: s}
+		defer uw.done()
+		w = uw
+	}
 	s.handler.Load().ServeHTTP(w, r)
+}
+
+// trackTunnel adds a hijacked connection to those Shutdown tells to go
+// away and closes; one hijacked once Shutdown has begun goes away at once.
+func (s *Server) trackTunnel(t *tunnel) {
+	s.mu.Lock()
+	s.tunnels[t] = struct{}{}
+	late, cut := s.shuttingDown, s.tunnelsCut
+	s.mu.Unlock()
+	switch {
+	case cut: // the drain is over: Shutdown closed the others already
+		_ = t.Close()
+	case late:
+		t.goingAway()
+	}
+}
+
+func (s *Server) untrackTunnel(t *tunnel) {
+	s.mu.Lock()
+	delete(s.tunnels, t)
+	s.mu.Unlock()
 }
 
 // newFPLog opens the fingerprint log, or returns nil when it is off.

@@ -38,6 +38,7 @@ func (s *Server) adminHandler() http.Handler {
 type readiness struct {
 	Ready    bool         `json:"ready"`
 	Draining bool         `json:"draining,omitempty"`
+	Sites    []string     `json:"sites"` // the host names of the configuration in use
 	Store    *storeStatus `json:"store,omitempty"`
 	Certs    []certStatus `json:"certificates,omitempty"`
 }
@@ -56,14 +57,23 @@ type certStatus struct {
 	Error     string    `json:"error,omitempty"`
 	NextRetry time.Time `json:"next_retry,omitzero"`
 	Ready     bool      `json:"ready"`
+	// Reason says why a name is not ready: its last error, or that it
+	// has no certificate yet (being ordered, or expired).
+	Reason string `json:"reason,omitempty"`
 }
 
 // readyz is 200 while the edge serves and has a certificate for every
-// configured name; 503 while draining or when a name has none. The body says
-// which.
+// configured name — those a reload added included; 503 while draining or
+// when a name has none. The body lists the sites' names and says which
+// name lacks what.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	now := time.Now()
-	rd := readiness{Ready: !s.stopping.Load(), Draining: s.stopping.Load()}
+	rd := readiness{Ready: !s.stopping.Load(), Draining: s.stopping.Load(), Sites: []string{}}
+	for _, sc := range s.handler.Load().cfg.Sites {
+		for _, h := range sc.Hosts {
+			rd.Sites = append(rd.Sites, normalizeHost(h))
+		}
+	}
 	if s.shared != nil {
 		// A degraded node still serves (that is the point), so it stays
 		// ready; the body says what it lacks.
@@ -77,6 +87,16 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		cs := certStatus{Name: ns.Name, NotAfter: ns.NotAfter, NextRetry: ns.NextRetry, Ready: ns.Ready(now), Error: ns.LastError}
 		if !cs.Ready {
 			rd.Ready = false
+			switch {
+			case ns.LastError != "":
+				cs.Reason = ns.LastError
+			case ns.Ordering:
+				cs.Reason = "no certificate yet: being ordered"
+			case ns.NotAfter.IsZero():
+				cs.Reason = "no certificate yet"
+			default:
+				cs.Reason = "the certificate expired"
+			}
 		}
 		rd.Certs = append(rd.Certs, cs)
 	}

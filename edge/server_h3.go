@@ -78,7 +78,13 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 }
 
 // serveH3 is the handler for HTTP/3.
-func (s *Server) serveH3(w http.ResponseWriter, r *http.Request) { s.handler.Load().ServeHTTP(w, r) }
+func (s *Server) serveH3(w http.ResponseWriter, r *http.Request) {
+	if !s.requests.enter() {
+		return
+	}
+	defer s.requests.leave()
+	s.handler.Load().ServeHTTP(w, r)
+}
 
 // errQUICBusy refuses a QUIC connection while too many handshakes are in
 // progress.
