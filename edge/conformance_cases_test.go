@@ -57,6 +57,7 @@ func confExchanges() []*confExchange {
 		{name: "slow upstream body", reqs: []confReq{get("/dribble")}},
 		{name: "upstream reset, fixed", reqs: []confReq{{method: "GET", path: "/reset/fixed", cut: true}}},
 		{name: "upstream reset, chunked", reqs: []confReq{{method: "GET", path: "/reset/chunked", cut: true}}},
+		{name: "upstream reset after a POST", reqs: []confReq{{method: "POST", path: "/reset/chunked", body: "posted", cut: true}}},
 		{name: "SSE", h1: h1SSE, hx: hxSSE},
 		{name: "websocket", protos: "h1", h1: h1Websocket},
 		{name: "client reset mid-body", h1: h1ClientReset, hx: hxClientReset},

@@ -69,6 +69,15 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 				s.metrics.handshakes.WithLabelValues("ok", "quic").Inc()
 				s.seen.add(addrOf(c.RemoteAddr()))
 			}
+			// A handler ends an answer it cannot finish (the upstream's
+			// cut short, the client gone before it) with
+			// http.ErrAbortHandler, which quic-go recovers as net/http
+			// does: it resets the stream, quietly. httputil.ReverseProxy
+			// and proxyCommon panic only where they see net/http's
+			// ServerContextKey (quic-go sets its own), and would otherwise
+			// end a cut answer cleanly: the edge's TCP server stands for
+			// it (its ErrorLog is the edge's log too).
+			ctx = context.WithValue(ctx, http.ServerContextKey, s.h1)
 			return httpfp.NewH3Context(ctx, c) // the tlsfp Capture is in ctx already
 		},
 	}
