@@ -117,6 +117,9 @@ func (h *Handler) proxyCommon(w http.ResponseWriter, r *http.Request, st *reqSta
 		dst["Trailer"] = []string{strings.Join(keys, ", ")}
 	}
 	w.WriteHeader(res.StatusCode)
+	if r.Method == http.MethodHead && dst["Content-Length"] == nil { // the head as it came: quic-go would add the length of no body
+		_ = http.NewResponseController(w).Flush()
+	}
 	if err := h.copyBody(w, res); err != nil {
 		_ = res.Body.Close()
 		if r.Context().Value(http.ServerContextKey) == nil {
