@@ -58,6 +58,8 @@ func confExchanges() []*confExchange {
 		{name: "upstream reset, fixed", reqs: []confReq{{method: "GET", path: "/reset/fixed", cut: true}}},
 		{name: "upstream reset, chunked", reqs: []confReq{{method: "GET", path: "/reset/chunked", cut: true}}},
 		{name: "upstream reset after a POST", reqs: []confReq{{method: "POST", path: "/reset/chunked", body: "posted", cut: true}}},
+		{name: "request trailers, large body", reqs: []confReq{{method: "POST", path: "/echo", body: confBody(40000), chunked: true, sum: "42"}},
+			nginx: "nginx does not forward a client's trailers"},
 		{name: "SSE", h1: h1SSE, hx: hxSSE},
 		{name: "websocket", protos: "h1", h1: h1Websocket},
 		{name: "client reset mid-body", h1: h1ClientReset, hx: hxClientReset},

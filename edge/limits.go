@@ -159,7 +159,13 @@ func (h *Handler) prebuffer(w http.ResponseWriter, r *http.Request, st *reqState
 		_ = r.Body.Close()
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(n)
-		if n == 0 {
+		if trailer := requestTrailer(r); trailerValues(trailer) {
+			// Trailers came after the body (filled in now that it was
+			// read to its end): the upstream's request is chunked, so
+			// that they follow it, as they came.
+			r.Trailer = trailer
+			r.ContentLength = -1
+		} else if n == 0 {
 			r.Body = http.NoBody
 		}
 		return true
@@ -170,7 +176,34 @@ func (h *Handler) prebuffer(w http.ResponseWriter, r *http.Request, st *reqState
 		return false
 	}
 	r.Body = &prefixBody{prefix: buf, buf: bp, pool: &h.prebufs, ReadCloser: r.Body}
+	if r.Trailer == nil && r.ProtoMajor == 3 {
+		// quic-go announces no trailer before the body's end: give the
+		// upstream's request a trailer that forwardTrailer can fill then.
+		r.Trailer = http.Header{}
+	}
 	return true
+}
+
+// forwardTrailer copies the trailer of in, whose body was read to its
+// end, into out's, which the upstream's request sends after its body.
+func forwardTrailer(out, in *http.Request) {
+	if out.Trailer == nil {
+		return
+	}
+	for k, vs := range requestTrailer(in) {
+		out.Trailer[k] = vs
+	}
+}
+
+// trailerValues reports whether a request's trailer holds a value, not
+// only the names its Trailer field announced.
+func trailerValues(t http.Header) bool {
+	for _, vs := range t {
+		if len(vs) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // prefixBody is a body whose first bytes were read ahead.

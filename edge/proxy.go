@@ -175,7 +175,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		h.env.metrics.limited.WithLabelValues("ranges").Inc()
 	}
 	if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
-		pr.Out.Body = &clientBody{ReadCloser: pr.Out.Body, st: st}
+		pr.Out.Body = &clientBody{ReadCloser: pr.Out.Body, st: st, in: pr.In, out: pr.Out}
 	}
 }
 
@@ -471,10 +471,15 @@ func (b *upstreamRWC) Write(p []byte) (int, error) { return b.rwc.Write(p) }
 type clientBody struct {
 	io.ReadCloser
 	st *reqState
+
+	in, out *http.Request // the trailer of in, read at the body's end, goes in out's
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		forwardTrailer(b.out, b.in)
+	}
 	if err != nil && err != io.EOF && b.st.clientErr == nil {
 		b.st.clientErr = err
 	}

@@ -60,7 +60,7 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 		return fmt.Errorf("edge: http3: %w", err)
 	}
 	s.h3 = &http3.Server{
-		Handler:        httpfp.Handler(http.HandlerFunc(s.serveH3)),
+		Handler:        h3Request(httpfp.Handler(http.HandlerFunc(s.serveH3))),
 		MaxHeaderBytes: s.base.Limits.HeaderBytes,
 		IdleTimeout:    s.base.Timeouts.Idle.D(),
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
@@ -93,6 +93,32 @@ func (s *Server) serveH3(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.requests.leave()
 	s.handler.Load().ServeHTTP(w, r)
+}
+
+// h3Request keeps the request quic-go passed to the handler in its
+// context, for requestTrailer: quic-go sets the Trailer field of that
+// one request (replacing the map) once the body's trailers were read,
+// where the copies WithContext made since never see it.
+func h3Request(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead: // no body, no trailers: no copy
+		default:
+			r = r.WithContext(context.WithValue(r.Context(), h3RequestKey{}, r))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+type h3RequestKey struct{}
+
+// requestTrailer is r's trailer: on HTTP/3, that of the request quic-go
+// filled in (h3Request).
+func requestTrailer(r *http.Request) http.Header {
+	if in, ok := r.Context().Value(h3RequestKey{}).(*http.Request); ok {
+		return in.Trailer
+	}
+	return r.Trailer
 }
 
 // errQUICBusy refuses a QUIC connection while too many handshakes are in
