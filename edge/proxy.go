@@ -550,6 +550,9 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		st.status = 499 // the client went away; nobody reads the answer
 		st.clientErr = errClientGone
 		h.env.metrics.clientErrors.WithLabelValues(st.siteName(), "client_gone").Inc()
+		if r.Context().Value(http.ServerContextKey) != nil {
+			panic(http.ErrAbortHandler) // no answer at all: net/http would send an empty 200
+		}
 		return
 	case st.clientErr != nil:
 		h.clientError(w, r, st, http.StatusBadRequest, "bad_request_body")
