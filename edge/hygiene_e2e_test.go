@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // rawTLSExchange writes raw request bytes to the edge over TLS (HTTP/1.1)
@@ -286,5 +287,130 @@ func countParts(t *testing.T, res *http.Response, body string) int {
 			t.Fatalf("part %d: %q %q", n, p.Header.Get("Content-Range"), b)
 		}
 		n++
+	}
+}
+
+// h2Outcome is what a raw HTTP/2 client read from the edge.
+type h2Outcome struct {
+	status  string        // :status of stream 1's answer, if any
+	goAway  http2.ErrCode // the GOAWAY's code, if one came
+	gotAway bool
+	pinged  bool // the PING sent after the frames was answered
+}
+
+// rawH2 opens an HTTP/2 connection to the edge, has send write frames on
+// it (through a buffer), then a PING, and reads what the edge sends until
+// the connection ends, or the PING is answered and, with answer, stream 1
+// was answered whole.
+func rawH2(t *testing.T, e *testEdge, answer bool, send func(fr *http2.Framer, enc func(...string) []byte)) h2Outcome {
+	t.Helper()
+	c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // bounds a hang only
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		bw := bufio.NewWriterSize(c, 64<<10)
+		fr := http2.NewFramer(bw, nil)
+		var hb bytes.Buffer
+		he := hpack.NewEncoder(&hb)
+		enc := func(fields ...string) []byte {
+			hb.Reset()
+			for _, f := range fields {
+				name, value, _ := strings.Cut(f[1:], ": ")
+				_ = he.WriteField(hpack.HeaderField{Name: f[:1] + name, Value: value})
+			}
+			return bytes.Clone(hb.Bytes())
+		}
+		_, _ = bw.WriteString(http2.ClientPreface)
+		_ = fr.WriteSettings()
+		send(fr, enc) // write errors once the edge hung up are expected
+		_ = fr.WritePing(false, [8]byte{'d', 'o', 'n', 'e'})
+		_ = bw.Flush()
+	}()
+	defer func() { c.Close(); <-written }()
+	var out h2Outcome
+	answered := false
+	fr := http2.NewFramer(c, c)
+	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		if f.Name == ":status" {
+			out.status = f.Value
+		}
+	})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return out
+		}
+		switch f := f.(type) {
+		case *http2.HeadersFrame:
+			if _, err := dec.Write(f.HeaderBlockFragment()); err != nil {
+				t.Fatal(err)
+			}
+			answered = answered || f.StreamID == 1 && f.StreamEnded()
+		case *http2.DataFrame:
+			answered = answered || f.StreamID == 1 && f.StreamEnded()
+		case *http2.GoAwayFrame:
+			out.goAway, out.gotAway = f.ErrCode, true
+		case *http2.PingFrame:
+			out.pinged = out.pinged || f.IsAck() && f.Data == [8]byte{'d', 'o', 'n', 'e'}
+		}
+		if out.pinged && (answered || !answer) {
+			return out
+		}
+	}
+}
+
+// TestContinuationFloodThroughEdge: a request whose header block spans
+// 300,000 CONTINUATION frames that carry no byte, on a fresh HTTP/2
+// connection, gets a GOAWAY(PROTOCOL_ERROR) and the connection closed,
+// never reaching the upstream; a PING sent after it goes unanswered (the
+// edge stopped reading). A legitimate 30 KiB
+// header block split over 100 small CONTINUATIONs is served.
+func TestContinuationFloodThroughEdge(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
+	req := []string{":method: GET", ":scheme: https", ":authority: localhost", ":path: /flood", "user-agent: curl/8.5.0"}
+
+	flood := rawH2(t, e, false, func(fr *http2.Framer, enc func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: enc(req...), EndStream: true})
+		for i := range 300_000 {
+			if fr.WriteContinuation(1, i == 300_000-1, nil) != nil { // the last one ends the block
+				return
+			}
+		}
+	})
+	if flood.pinged || flood.status != "" || !flood.gotAway || flood.goAway != http2.ErrCodeProtocol {
+		t.Errorf("300,000 empty CONTINUATIONs: status %q, GOAWAY %v (%v), PING answered %v; want PROTOCOL_ERROR and no answer",
+			flood.status, flood.goAway, flood.gotAway, flood.pinged)
+	}
+
+	big := strings.Repeat("b", 30<<10)
+	legit := rawH2(t, e, true, func(fr *http2.Framer, enc func(...string) []byte) {
+		b := enc(append(req[:3:3], ":path: /big", "user-agent: curl/8.5.0", "x-big: "+big)...)
+		size := len(b)/100 + 1
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:size], EndStream: true})
+		for rest := b[size:]; len(rest) > 0; {
+			n := min(size, len(rest))
+			_ = fr.WriteContinuation(1, n == len(rest), rest[:n])
+			rest = rest[n:]
+		}
+	})
+	if legit.status != "200" || legit.gotAway {
+		t.Errorf("30 KiB over 100 CONTINUATIONs: status %q, GOAWAY %v", legit.status, legit.gotAway)
+	}
+	var lines []string
+	for _, head := range up.heads() {
+		lines = append(lines, requestLine(head))
+		if requestLine(head) == "GET /big HTTP/1.1" && !strings.Contains(head, "X-Big: "+big+"\r\n") {
+			t.Errorf("the 30 KiB header did not reach the upstream whole")
+		}
+	}
+	if strings.Join(lines, ", ") != "GET /big HTTP/1.1" {
+		t.Errorf("the upstream got %q, want only GET /big", lines)
 	}
 }

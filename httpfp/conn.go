@@ -20,6 +20,10 @@ var (
 	ErrMalformed = errors.New("httpfp: malformed request stream")
 	// ErrTooLarge reports a request header larger than MaxHeaderBytes.
 	ErrTooLarge = errors.New("httpfp: request header too large")
+	// ErrFlood reports an HTTP/2 header block that spans more frames or
+	// bytes than a client needs for a header the server accepts (a
+	// CONTINUATION flood, CVE-2023-45288's class). It ends the connection.
+	ErrFlood = errors.New("httpfp: HTTP/2 header block too long")
 )
 
 // DefaultMaxHeaderBytes is the header limit used when Config.MaxHeaderBytes
@@ -139,8 +143,9 @@ type Conn struct {
 	proto Proto
 	seed  maphash.Seed // of fieldHash
 
-	tapMu sync.Mutex // held while feeding; the server reads from one goroutine at a time
-	tap   tap
+	tapMu   sync.Mutex // held while feeding; the server reads from one goroutine at a time
+	tap     tap
+	readErr error // what Read fails with once the HTTP/2 tap ended the connection
 
 	tlsOnce sync.Once
 	tls     *tls.ConnectionState // of the underlying connection, nil if none
@@ -168,27 +173,68 @@ func NewConn(c net.Conn, p Proto, cfg Config) *Conn {
 	return fc
 }
 
-// Read reads from the underlying connection and feeds what it read to the tap.
+// Read reads from the underlying connection and feeds what it read to the
+// tap. On HTTP/2 it ends a connection whose header block goes past its
+// bounds (ErrFlood): a CONTINUATION past them is passed on with its stream
+// changed, and nothing after it, so that the server meets a frame RFC 9113
+// makes a connection error of type PROTOCOL_ERROR (section 6.10: a header
+// block's frames are contiguous, on one stream) and answers it with a
+// GOAWAY as it must; every later Read fails with the tap's error, which
+// ends the connection with any server (a block whose HEADERS frame alone is
+// past the bounds ends it so at once). Once the tap cannot follow the
+// client's frames, later Reads fail the same way: the server has met the
+// frames the tap refused (they are passed on as they came), and answered
+// them with its own connection error.
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.feed(p[:n])
+		var ferr error
+		if n, ferr = c.feed(p[:n]); n == 0 {
+			return 0, ferr
+		}
 	}
 	return n, err
 }
 
-func (c *Conn) feed(p []byte) {
+// feed feeds p to the tap and returns how many bytes of p Read passes on,
+// and, when none, the error it fails with.
+func (c *Conn) feed(p []byte) (int, error) {
 	c.tapMu.Lock()
 	defer c.tapMu.Unlock()
+	if c.readErr != nil {
+		return 0, c.readErr
+	}
 	if c.tap == nil {
-		return
+		return len(p), nil
 	}
-	if err := c.tap.feed(p); err != nil {
-		c.tap = nil // let the decoder state go
-		c.mu.Lock()
-		c.err, c.stopped = err, true
-		c.mu.Unlock()
+	err := c.tap.feed(p)
+	if err == nil {
+		return len(p), nil
 	}
+	t, _ := c.tap.(*h2Tap)
+	c.tap = nil // let the decoder state go
+	c.stop(err)
+	if t == nil {
+		return len(p), nil
+	}
+	// The frames the server reads after these are frames the tap does not
+	// see: it could not bound their header blocks.
+	c.readErr = err
+	switch {
+	case !errors.Is(err, ErrFlood):
+		return len(p), nil
+	case t.cutAt > 0:
+		p[t.cutAt-1] ^= 1 // the stream identifier's last bit
+		return t.cutAt, nil
+	}
+	return 0, err
+}
+
+// stop records why fingerprinting stopped.
+func (c *Conn) stop(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err, c.stopped = err, true
 }
 
 // SetFieldHook has f called with every header field the HTTP/2 tap
@@ -243,7 +289,7 @@ func (c *Conn) AtRest() bool {
 }
 
 // Err returns why the tap stopped fingerprinting this connection, or nil.
-// It wraps ErrMalformed or ErrTooLarge.
+// It wraps ErrMalformed, ErrTooLarge or ErrFlood.
 func (c *Conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
