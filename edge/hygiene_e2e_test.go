@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -292,10 +294,13 @@ func countParts(t *testing.T, res *http.Response, body string) int {
 
 // h2Outcome is what a raw HTTP/2 client read from the edge.
 type h2Outcome struct {
-	status  string        // :status of stream 1's answer, if any
-	goAway  http2.ErrCode // the GOAWAY's code, if one came
-	gotAway bool
-	pinged  bool // the PING sent after the frames was answered
+	status   string        // :status of stream 1's answer, if any
+	goAway   http2.ErrCode // the GOAWAY's code, if one came
+	gotAway  bool
+	rst      http2.ErrCode // stream 1's RST_STREAM code, if one came
+	gotRST   bool
+	pinged   bool            // the PING sent after the frames was answered
+	settings []http2.Setting // the edge's first SETTINGS
 }
 
 // rawH2 opens an HTTP/2 connection to the edge, has send write frames on
@@ -353,6 +358,15 @@ func rawH2(t *testing.T, e *testEdge, answer bool, send func(fr *http2.Framer, e
 			answered = answered || f.StreamID == 1 && f.StreamEnded()
 		case *http2.DataFrame:
 			answered = answered || f.StreamID == 1 && f.StreamEnded()
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 1 {
+				out.rst, out.gotRST, answered = f.ErrCode, true, true
+			}
+		case *http2.SettingsFrame:
+			if !f.IsAck() && out.settings == nil {
+				out.settings = []http2.Setting{}
+				_ = f.ForeachSetting(func(s http2.Setting) error { out.settings = append(out.settings, s); return nil })
+			}
 		case *http2.GoAwayFrame:
 			out.goAway, out.gotAway = f.ErrCode, true
 		case *http2.PingFrame:
@@ -413,4 +427,121 @@ func TestContinuationFloodThroughEdge(t *testing.T) {
 	if strings.Join(lines, ", ") != "GET /big HTTP/1.1" {
 		t.Errorf("the upstream got %q, want only GET /big", lines)
 	}
+}
+
+// rawTLSSession writes raw on a new HTTP/1.1 connection to the edge and
+// reads every response until the edge closes the connection.
+func rawTLSSession(t *testing.T, e *testEdge, raw string) []*http.Response {
+	t.Helper()
+	c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // bounds a hang only
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	var out []*http.Response
+	br := bufio.NewReader(c)
+	for {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			if err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("after %d responses: %v, want the connection closed", len(out), err)
+			}
+			return out
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		out = append(out, res)
+	}
+}
+
+// probe is a request sent after the one under test in the same write: if
+// the edge kept the connection, it answers it.
+const probe = "GET /probe HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n"
+
+// TestAmbiguousLengthThroughEdge: an HTTP/1.1 request whose body length
+// Transfer-Encoding and Content-Length both tell, in any spelling, or
+// Transfer-Encoding in HTTP/1.0, is answered 400 and the connection
+// closed, before anything reaches the upstream; so are a chunked request
+// after a refused Upgrade (the tap stopped: nothing shows it had no
+// Content-Length) and one whose Content-Length fields differ or do not
+// parse. Transfer-Encodings other than one "chunked" get net/http's own
+// 501 (nginx's answer too) and the connection closed. A plain chunked
+// request is served and the connection kept.
+func TestAmbiguousLengthThroughEdge(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	var logs syncBuffer
+	e := startEdgeLog(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n", &logs)
+	const head = "Host: localhost\r\nUser-Agent: curl/8.5.0\r\n"
+	const body = "0\r\n\r\n" // chunked, and 5 bytes
+	tests := []struct {
+		name   string
+		raw    string
+		status int
+	}{
+		{"CL then TE", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 400},
+		{"TE then CL, other cases", "POST /bad HTTP/1.1\r\n" + head + "transfer-encoding: CHUNKED\r\ncontent-length: 5\r\n\r\n" + body, 400},
+		{"CL 0", "POST /bad HTTP/1.1\r\n" + head + "Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n" + body, 400},
+		{"TE folded", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nTransfer-Encoding:\r\n chunked\r\n\r\n" + body, 400},
+		{"CL twice, differing, and TE", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 400},
+		{"CL not a number, and TE", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: five\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 400},
+		{"HTTP/1.0, CL and TE", "POST /bad HTTP/1.0\r\n" + head + "Connection: keep-alive\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 400},
+		{"HTTP/1.0, TE", "POST /bad HTTP/1.0\r\n" + head + "Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+		{"CL twice, differing", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nContent-Length: 6\r\n\r\n" + body, 400},
+		{"TE chunked, chunked, and CL", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nTransfer-Encoding: chunked, chunked\r\n\r\n" + body, 501},
+		{"TE twice, and CL", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 501},
+		{"TE identity, and CL", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nTransfer-Encoding: identity\r\n\r\n" + body, 501},
+		{"TE identity", "POST /bad HTTP/1.1\r\n" + head + "Transfer-Encoding: identity\r\n\r\n" + body, 501},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := rawTLSSession(t, e, tt.raw+probe)
+			if len(res) != 1 || res[0].StatusCode != tt.status {
+				var got []int
+				for _, r := range res {
+					got = append(got, r.StatusCode)
+				}
+				t.Fatalf("answers %v, want one %d and the connection closed", got, tt.status)
+			}
+			if !res[0].Close {
+				t.Error("the answer does not say Connection: close")
+			}
+		})
+	}
+	t.Run("chunked after a refused Upgrade", func(t *testing.T) {
+		t.Parallel()
+		res := rawTLSSession(t, e, "GET /upgrade HTTP/1.1\r\n"+head+"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"+
+			"POST /bad HTTP/1.1\r\n"+head+"Transfer-Encoding: chunked\r\n\r\n"+body+probe)
+		if len(res) != 2 || res[0].StatusCode != 200 || res[1].StatusCode != 400 {
+			t.Fatalf("%d answers, want 200 then 400 and the connection closed", len(res))
+		}
+	})
+	t.Run("chunked", func(t *testing.T) {
+		t.Parallel()
+		res := rawTLSSession(t, e, "POST /chunked HTTP/1.1\r\n"+head+"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"+body+probe)
+		if len(res) != 2 || res[0].StatusCode != 200 || res[1].StatusCode != 200 {
+			t.Fatalf("%d answers, want 200 twice on one connection", len(res))
+		}
+	})
+	t.Cleanup(func() { // after the subtests
+		var lines []string
+		for _, head := range up.heads() {
+			lines = append(lines, requestLine(head))
+		}
+		slices.Sort(lines)
+		want := "GET /probe HTTP/1.1, GET /upgrade HTTP/1.1, POST /chunked HTTP/1.1"
+		if got := strings.Join(lines, ", "); got != want {
+			t.Errorf("the upstream got %s, want %s", got, want)
+		}
+		// The edge's own 400s are the client's errors (net/http's own
+		// answers never reach the handler).
+		if v := counterValue(e.Server.metrics.clientErrors.WithLabelValues("unknown", "ambiguous_length")); v != 7 {
+			t.Errorf("client errors (ambiguous_length) = %v, want 7", v)
+		}
+	})
 }
