@@ -545,3 +545,79 @@ func TestAmbiguousLengthThroughEdge(t *testing.T) {
 		}
 	})
 }
+
+// TestRefusedMethodsThroughEdge: TRACE, TRACK and CONNECT are answered 405
+// with an Allow field on HTTP/1.1 (the connection closed), HTTP/2 and
+// HTTP/3, and never reach the upstream. RFC 8441's extended CONNECT is not
+// offered on HTTP/2 (no SETTINGS_ENABLE_CONNECT_PROTOCOL) and its stream
+// is refused; on HTTP/3, where quic-go offers it, it is answered 405.
+func TestRefusedMethodsThroughEdge(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
+	const head = "Host: localhost\r\nUser-Agent: curl/8.5.0\r\n"
+	check := func(t *testing.T, what string, res *http.Response) {
+		t.Helper()
+		if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != allowedMethods {
+			t.Errorf("%s: %d, Allow %q; want 405 and %q", what, res.StatusCode, res.Header.Get("Allow"), allowedMethods)
+		}
+	}
+	for _, raw := range []string{
+		"TRACE /trace HTTP/1.1\r\n" + head + "Max-Forwards: 0\r\n\r\n",
+		"TRACK /track HTTP/1.1\r\n" + head + "\r\n",
+		"CONNECT localhost:443 HTTP/1.1\r\nHost: localhost:443\r\nUser-Agent: curl/8.5.0\r\n\r\n",
+	} {
+		res := rawTLSSession(t, e, raw+probe)
+		if len(res) != 1 {
+			t.Errorf("h1 %s: %d answers, want one and the connection closed", requestLine(raw), len(res))
+			continue
+		}
+		check(t, "h1 "+requestLine(raw), res[0])
+	}
+	for _, proto := range []string{"h2", "h3"} {
+		c := e.client(t, proto)
+		for _, m := range []string{"TRACE", "TRACK", "CONNECT"} {
+			req, _ := http.NewRequest(m, e.url("/"+strings.ToLower(m)), nil)
+			req.Host = "localhost" // the site's
+			if m == "CONNECT" {
+				req.URL.Path = "" // :authority only
+			}
+			res, err := c.Do(req)
+			if err != nil {
+				t.Errorf("%s %s: %v", proto, m, err)
+				continue
+			}
+			res.Body.Close()
+			check(t, proto+" "+m, res)
+		}
+	}
+
+	ext := rawH2(t, e, true, func(fr *http2.Framer, enc func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: enc(
+			":method: CONNECT", ":protocol: websocket", ":scheme: https", ":authority: localhost", ":path: /ext", "sec-websocket-version: 13")})
+	})
+	for _, s := range ext.settings {
+		if s.ID == http2.SettingEnableConnectProtocol && s.Val != 0 {
+			t.Errorf("the edge offers extended CONNECT on HTTP/2: %v", s)
+		}
+	}
+	if ext.settings == nil || ext.status == "200" || (ext.status != "405" && !ext.gotRST) {
+		t.Errorf("h2 extended CONNECT: settings %v, status %q, reset %v", ext.settings, ext.status, ext.gotRST)
+	}
+	req, _ := http.NewRequest("CONNECT", e.url("/ext"), nil)
+	req.Host = "localhost"
+	req.Proto = "websocket" // quic-go's client sends it as :protocol
+	res, err := e.client(t, "h3").Do(req)
+	if err != nil {
+		t.Fatalf("h3 extended CONNECT: %v", err)
+	}
+	res.Body.Close()
+	check(t, "h3 extended CONNECT", res)
+
+	if heads := up.heads(); len(heads) != 0 {
+		t.Errorf("the upstream got %d requests, the first %q", len(heads), requestLine(heads[0]))
+	}
+	if v := counterValue(e.Server.metrics.clientErrors.WithLabelValues("unknown", "method_not_allowed")); v != 10 {
+		t.Errorf("client errors (method_not_allowed) = %v, want 10", v)
+	}
+}

@@ -526,6 +526,47 @@ func seriesCount(c prometheus.Collector) int {
 	return n
 }
 
+// TestRefusedMethods: TRACE, TRACK and CONNECT get 405 with Allow from the
+// handler on every protocol, HTTP/1.1's with Connection: close, before the
+// site is looked up; GET and OPTIONS do not.
+func TestRefusedMethods(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	h := newTestHandler(t, "policy: \"\"\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	for _, proto := range []string{"h1", "h2", "h3"} {
+		c := handlerClient(h, proto)
+		for _, tt := range []struct {
+			method string
+			status int
+		}{
+			{"TRACE", 405}, {"TRACK", 405}, {"CONNECT", 405}, {"GET", 200}, {"OPTIONS", 200},
+		} {
+			req, _ := http.NewRequest(tt.method, handlerURL("/m"), nil)
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tt.status {
+				t.Errorf("%s %s: %d, want %d", proto, tt.method, res.StatusCode, tt.status)
+			}
+			if tt.status == 405 {
+				if res.Header.Get("Allow") != allowedMethods {
+					t.Errorf("%s %s: Allow %q", proto, tt.method, res.Header.Get("Allow"))
+				}
+				if close := res.Header.Get("Connection") == "close"; close != (proto == "h1") {
+					t.Errorf("%s %s: Connection %q", proto, tt.method, res.Header.Get("Connection"))
+				}
+			}
+		}
+	}
+	for _, head := range up.heads() {
+		if m, _, _ := strings.Cut(head, " "); m != "GET" && m != "OPTIONS" {
+			t.Errorf("the upstream got %q", requestLine(head))
+		}
+	}
+}
+
 // TestAmbiguousLength: the tap's mark decides on HTTP/1; without a capture
 // on a tapped connection, a chunked request is refused; without a tap (a
 // handler served directly) and on HTTP/2 and HTTP/3 nothing is.
