@@ -64,6 +64,8 @@ func FuzzH1(f *testing.F) {
 		"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x00",
 		"GET / HTTP/1.1\nHost: x\nX-Folded: a\n b\n\n",
 		"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+		"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /a HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n",
 	} {
 		f.Add([]byte(s), uint8(0))
 		f.Add([]byte(s), uint8(1))
@@ -90,9 +92,21 @@ func FuzzH1(f *testing.F) {
 			if !ok {
 				t.Fatalf("no fingerprint for %s %s (tap error %v)", r.Method, r.RequestURI, c.Err())
 			}
+			coding, length := false, false
+			for _, name := range fp.Names {
+				coding = coding || strings.EqualFold(name, "Transfer-Encoding")
+				length = length || strings.EqualFold(name, "Content-Length")
+			}
+			if want := coding && (length || !r.ProtoAtLeast(1, 1)); fp.AmbiguousLength != want {
+				t.Fatalf("%s %s %s, names %q: AmbiguousLength %v", r.Method, r.RequestURI, r.Proto, fp.Names, fp.AmbiguousLength)
+			}
 			var got, want []string
 			for _, name := range fp.Names {
-				if k := textproto.CanonicalMIMEHeaderKey(name); k != "Host" && k != "Transfer-Encoding" {
+				k := textproto.CanonicalMIMEHeaderKey(name)
+				if k == "Content-Length" && len(r.TransferEncoding) > 0 {
+					continue // net/http drops it (what AmbiguousLength is for)
+				}
+				if k != "Host" && k != "Transfer-Encoding" {
 					got = append(got, k)
 				}
 			}
