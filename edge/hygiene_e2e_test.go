@@ -429,6 +429,12 @@ func TestContinuationFloodThroughEdge(t *testing.T) {
 	}
 }
 
+// parkings returns the HTTP/1.1 connection handlings the edge switches
+// between (limits.park_after), as configuration text.
+func parkings() map[string]string {
+	return map[string]string{"parking": "", "no parking": "limits: {park_after: 0s}\n"}
+}
+
 // rawTLSSession writes raw on a new HTTP/1.1 connection to the edge and
 // reads every response until the edge closes the connection.
 func rawTLSSession(t *testing.T, e *testEdge, raw string) []*http.Response {
@@ -473,9 +479,17 @@ const probe = "GET /probe HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\
 // request is served and the connection kept.
 func TestAmbiguousLengthThroughEdge(t *testing.T) {
 	t.Parallel()
+	for name, park := range parkings() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testAmbiguousLength(t, park)
+		})
+	}
+}
+
+func testAmbiguousLength(t *testing.T, park string) {
 	up := newRawUpstream(t)
-	var logs syncBuffer
-	e := startEdgeLog(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n", &logs)
+	e := startEdge(t, park+"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
 	const head = "Host: localhost\r\nUser-Agent: curl/8.5.0\r\n"
 	const body = "0\r\n\r\n" // chunked, and 5 bytes
 	tests := []struct {
@@ -553,8 +567,17 @@ func TestAmbiguousLengthThroughEdge(t *testing.T) {
 // is refused; on HTTP/3, where quic-go offers it, it is answered 405.
 func TestRefusedMethodsThroughEdge(t *testing.T) {
 	t.Parallel()
+	for name, park := range parkings() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testRefusedMethods(t, park)
+		})
+	}
+}
+
+func testRefusedMethods(t *testing.T, park string) {
 	up := newRawUpstream(t)
-	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
+	e := startEdge(t, park+"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
 	const head = "Host: localhost\r\nUser-Agent: curl/8.5.0\r\n"
 	check := func(t *testing.T, what string, res *http.Response) {
 		t.Helper()
