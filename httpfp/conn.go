@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/net/http2/hpack"
 )
@@ -145,7 +146,8 @@ type Conn struct {
 
 	tapMu   sync.Mutex // held while feeding; the server reads from one goroutine at a time
 	tap     tap
-	readErr error // what Read fails with once the HTTP/2 tap ended the connection
+	readErr error       // what Read fails with once the HTTP/2 tap ended the connection
+	failed  atomic.Bool // readErr is set
 
 	tlsOnce sync.Once
 	tls     *tls.ConnectionState // of the underlying connection, nil if none
@@ -174,18 +176,18 @@ func NewConn(c net.Conn, p Proto, cfg Config) *Conn {
 }
 
 // Read reads from the underlying connection and feeds what it read to the
-// tap. On HTTP/2 it ends a connection whose header block goes past its
-// bounds (ErrFlood): a CONTINUATION past them is passed on with its stream
-// changed, and nothing after it, so that the server meets a frame RFC 9113
-// makes a connection error of type PROTOCOL_ERROR (section 6.10: a header
-// block's frames are contiguous, on one stream) and answers it with a
-// GOAWAY as it must; every later Read fails with the tap's error, which
-// ends the connection with any server (a block whose HEADERS frame alone is
-// past the bounds ends it so at once). Once the tap cannot follow the
-// client's frames, later Reads fail the same way: the server has met the
-// frames the tap refused (they are passed on as they came), and answered
-// them with its own connection error.
+// tap. On HTTP/2, Read passes on a frame that takes a header block past its
+// bounds (ErrFlood) only up to its frame header, a CONTINUATION's with its
+// stream changed: the server meets a connection error of type
+// PROTOCOL_ERROR (RFC 9113, section 6.10: a header block's frames are
+// contiguous and on one stream) and answers it with a GOAWAY. Every Read
+// after it fails with the tap's error, as every Read after frames the tap
+// cannot follow (passed on as they came: the server refuses them too), so
+// that a server that read on would close the connection.
 func (c *Conn) Read(p []byte) (int, error) {
+	if c.failed.Load() {
+		return 0, c.readError()
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		var ferr error
@@ -220,14 +222,24 @@ func (c *Conn) feed(p []byte) (int, error) {
 	// The frames the server reads after these are frames the tap does not
 	// see: it could not bound their header blocks.
 	c.readErr = err
+	c.failed.Store(true)
 	switch {
 	case !errors.Is(err, ErrFlood):
 		return len(p), nil
 	case t.cutAt > 0:
-		p[t.cutAt-1] ^= 1 // the stream identifier's last bit
+		if t.typ == frameContinuation {
+			p[t.cutAt-1] ^= 1 // the stream identifier's last bit
+		}
 		return t.cutAt, nil
 	}
 	return 0, err
+}
+
+// readError is the error Read fails with once failed is set.
+func (c *Conn) readError() error {
+	c.tapMu.Lock()
+	defer c.tapMu.Unlock()
+	return c.readErr
 }
 
 // stop records why fingerprinting stopped.

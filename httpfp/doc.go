@@ -55,11 +55,11 @@
 // block (HEADERS and its CONTINUATIONs) to 128, and their bytes to twice
 // MaxHeaderBytes plus 16 KiB. Empty CONTINUATIONs, or ones whose bytes
 // decode to nothing, would otherwise keep a server reading one block for
-// ever (CVE-2023-45288's class). The CONTINUATION past a bound is passed on
-// with its stream changed, and nothing after it: the server meets a
-// connection error of type PROTOCOL_ERROR (RFC 9113, section 6.10) and
-// sends its GOAWAY; reads fail from then on with ErrFlood, so that a server
-// that read on would close the connection.
+// ever (CVE-2023-45288's class). The frame past a bound is passed on up to
+// its frame header only, and reads fail from then on with ErrFlood, which
+// ends the connection. A CONTINUATION's header is passed on with its stream
+// changed: the server meets a connection error of type PROTOCOL_ERROR (RFC
+// 9113, section 6.10) there and sends its GOAWAY.
 //
 // # Memory
 //

@@ -43,9 +43,10 @@ const maxPriorities = 32
 // its CONTINUATIONs, RFC 9113, section 4.3). A server bounds the bytes a
 // header list decodes to, but a CONTINUATION may carry no byte, or bytes
 // that decode to nothing: without a bound on the frames, a client keeps
-// the server reading one block for ever (CVE-2023-45288's class; x/net's
-// server cuts only a block whose bytes outgrow the list it still accepts,
-// so empty frames pass). Clients fill each frame up to the frame size the
+// the server reading one block for ever (CVE-2023-45288's class; Go's
+// server, x/net's and the one net/http bundles, cuts only a block whose
+// frame outgrows twice the list bytes it still accepts, so empty frames
+// pass). Clients fill each frame up to the frame size the
 // server allows, at least 16 KiB (RFC 9113, section 4.2): browsers, curl
 // (nghttp2) and Go's client send a 64 KiB block in 4 or 5 frames. 128
 // frames carry the edge's default header limit (64 KiB) in frames of 512
@@ -100,9 +101,9 @@ type h2Tap struct {
 
 	hook func(hpack.HeaderField) // Conn.SetFieldHook's
 
-	// cutAt, after feed returned ErrFlood for a CONTINUATION, is the end
-	// of that frame's header in the bytes fed (at least 1: its last byte
-	// was among them); 0 otherwise.
+	// cutAt, after feed returned ErrFlood, is the end of the header of
+	// the frame past the bounds in the bytes fed (at least 1: its last
+	// byte was among them); 0 otherwise.
 	cutAt int
 }
 
@@ -139,7 +140,7 @@ func (t *h2Tap) feed(p []byte) error {
 			p = p[n:]
 			if t.hn == len(t.hdr) {
 				if err := t.startFrame(); err != nil {
-					if errors.Is(err, ErrFlood) && t.typ == frameContinuation {
+					if errors.Is(err, ErrFlood) {
 						t.cutAt = whole - len(p)
 					}
 					return err
