@@ -161,7 +161,8 @@ type Conn struct {
 }
 
 // NewConn returns c with its reads tapped for protocol p. Bytes pass through
-// unchanged. For H3, which has no net.Conn, use H3Tracer.
+// unchanged, but where the tap ends an HTTP/2 connection (see Read). For
+// H3, which has no net.Conn, use H3Tracer.
 func NewConn(c net.Conn, p Proto, cfg Config) *Conn {
 	fc := &Conn{Conn: c, proto: p, seed: maphash.MakeSeed(), budget: 2 * cfg.maxHeaderBytes()}
 	switch p {

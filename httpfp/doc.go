@@ -6,7 +6,8 @@
 //
 // Go's http.Header is a map, so the order is taken from the wire. NewConn
 // wraps a connection that a server reads from and taps its Read calls; the
-// bytes pass through unchanged.
+// bytes pass through unchanged, but where the tap ends an HTTP/2
+// connection (see Header block bounds).
 //
 //   - HTTP/1.x (RFC 9112): the tap follows message framing (Content-Length,
 //     chunked bodies with trailers, bodies after Expect: 100-continue) so that
