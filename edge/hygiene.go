@@ -5,16 +5,34 @@ import (
 	"strings"
 
 	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/httpfp"
 )
 
 // Request hygiene (DESIGN.md, "Request hygiene"): before any route, rule or
-// rewrite, the path is normalized once, headers that could pass for the
-// edge's own are removed, and only websocket upgrades stay upgrades.
+// rewrite, methods that only serve to probe or tunnel are refused, a body
+// whose length two fields tell is refused, the path is normalized once,
+// headers that could pass for the edge's own are removed, and only
+// websocket upgrades stay upgrades.
+
+// allowedMethods is the Allow field of a 405: the methods the edge
+// forwards (RFC 9110, section 15.5.6).
+const allowedMethods = "GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS"
 
 // clean applies the request hygiene to r in place (r is the Handler's own
 // shallow copy). It answers and reports false when the request cannot be
 // served.
 func (h *Handler) clean(w http.ResponseWriter, r *http.Request, st *reqState) bool {
+	if refusedMethod(r.Method) {
+		st.action = fplog.ActionDeny
+		w.Header()["Allow"] = []string{allowedMethods}
+		h.clientError(w, r, st, http.StatusMethodNotAllowed, "method_not_allowed")
+		return false
+	}
+	if ambiguousLength(r, st.http) {
+		st.action = fplog.ActionDeny
+		h.clientError(w, r, st, http.StatusBadRequest, "ambiguous_length") // with Connection: close
+		return false
+	}
 	if !normalizeURL(r) {
 		st.action = fplog.ActionDeny
 		plainError(w, st, http.StatusBadRequest, "bad_path")
@@ -23,6 +41,47 @@ func (h *Handler) clean(w http.ResponseWriter, r *http.Request, st *reqState) bo
 	stripLookalikes(r.Header)
 	onlyWebsocketUpgrades(r.Header)
 	return true
+}
+
+// refusedMethod reports whether the edge answers a method 405 on every
+// protocol and never forwards it: TRACE (RFC 9110, section 9.3.8) and
+// IIS's TRACK echo the request, cookies and the edge's own headers included,
+// to whoever can make a browser send one (cross-site tracing); CONNECT
+// (section 9.3.6) asks for a tunnel, which an edge in front of a site does
+// not open, and RFC 8441's extended CONNECT (websockets over HTTP/2 and
+// HTTP/3) is not supported: x/net does not advertise it unless GODEBUG
+// http2xconnect=1, and quic-go's HTTP/3 server does, so the handler meets
+// it. On HTTP/1.1 the connection is closed after the answer: after a
+// CONNECT, httpfp's tap no longer reads the connection's requests.
+func refusedMethod(m string) bool {
+	switch m {
+	case http.MethodTrace, "TRACK", http.MethodConnect:
+		return true
+	}
+	return false
+}
+
+// ambiguousLength reports whether an HTTP/1 request's body length is told
+// by both Transfer-Encoding and Content-Length, or by Transfer-Encoding in
+// HTTP/1.0 (RFC 9112, section 6.3: "ought to be handled as an error").
+// net/http reads the body by the chunked coding and drops Content-Length
+// from the header (or ignores Transfer-Encoding before HTTP/1.1), so only
+// the wire tells: httpfp's tap marks the request (AmbiguousLength). When
+// the connection's tap has no capture of the request (it stopped on bytes
+// it could not read, or after an Upgrade or CONNECT it could not follow), a
+// chunked request is refused as well: nothing shows it carried no
+// Content-Length.
+// Other codings, or chunked twice, net/http answers itself (501), as nginx
+// does; two Content-Length fields that differ, it answers 400.
+func ambiguousLength(r *http.Request, fp *httpfp.Fingerprint) bool {
+	if r.ProtoMajor != 1 {
+		return false // HTTP/2 and HTTP/3 frame bodies themselves
+	}
+	if fp != nil {
+		return fp.AmbiguousLength
+	}
+	_, tapped := httpfp.FromContext(r.Context()) // every connection the Server serves
+	return tapped && len(r.TransferEncoding) > 0
 }
 
 // normalizeURL replaces r's path with its normal form and reports whether

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -11,11 +12,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // rawTLSExchange writes raw request bytes to the edge over TLS (HTTP/1.1)
@@ -286,5 +289,358 @@ func countParts(t *testing.T, res *http.Response, body string) int {
 			t.Fatalf("part %d: %q %q", n, p.Header.Get("Content-Range"), b)
 		}
 		n++
+	}
+}
+
+// h2Outcome is what a raw HTTP/2 client read from the edge.
+type h2Outcome struct {
+	status   string        // :status of stream 1's answer, if any
+	goAway   http2.ErrCode // the GOAWAY's code, if one came
+	gotAway  bool
+	rst      http2.ErrCode // stream 1's RST_STREAM code, if one came
+	gotRST   bool
+	pinged   bool            // the PING sent after the frames was answered
+	settings []http2.Setting // the edge's first SETTINGS
+}
+
+// rawH2 opens an HTTP/2 connection to the edge, has send write frames on
+// it (through a buffer), then a PING, and reads what the edge sends until
+// the connection ends, or the PING is answered and, with answer, stream 1
+// was answered whole.
+func rawH2(t *testing.T, e *testEdge, answer bool, send func(fr *http2.Framer, enc func(...string) []byte)) h2Outcome {
+	t.Helper()
+	c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // bounds a hang only
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		bw := bufio.NewWriterSize(c, 64<<10)
+		fr := http2.NewFramer(bw, nil)
+		var hb bytes.Buffer
+		he := hpack.NewEncoder(&hb)
+		enc := func(fields ...string) []byte {
+			hb.Reset()
+			for _, f := range fields {
+				name, value, _ := strings.Cut(f[1:], ": ")
+				_ = he.WriteField(hpack.HeaderField{Name: f[:1] + name, Value: value})
+			}
+			return bytes.Clone(hb.Bytes())
+		}
+		_, _ = bw.WriteString(http2.ClientPreface)
+		_ = fr.WriteSettings()
+		send(fr, enc) // write errors once the edge hung up are expected
+		_ = fr.WritePing(false, [8]byte{'d', 'o', 'n', 'e'})
+		_ = bw.Flush()
+	}()
+	defer func() { c.Close(); <-written }()
+	var out h2Outcome
+	answered := false
+	fr := http2.NewFramer(c, c)
+	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		if f.Name == ":status" {
+			out.status = f.Value
+		}
+	})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return out
+		}
+		switch f := f.(type) {
+		case *http2.HeadersFrame:
+			if _, err := dec.Write(f.HeaderBlockFragment()); err != nil {
+				t.Fatal(err)
+			}
+			answered = answered || f.StreamID == 1 && f.StreamEnded()
+		case *http2.DataFrame:
+			answered = answered || f.StreamID == 1 && f.StreamEnded()
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 1 {
+				out.rst, out.gotRST, answered = f.ErrCode, true, true
+			}
+		case *http2.SettingsFrame:
+			if !f.IsAck() && out.settings == nil {
+				out.settings = []http2.Setting{}
+				_ = f.ForeachSetting(func(s http2.Setting) error { out.settings = append(out.settings, s); return nil })
+			}
+		case *http2.GoAwayFrame:
+			out.goAway, out.gotAway = f.ErrCode, true
+		case *http2.PingFrame:
+			out.pinged = out.pinged || f.IsAck() && f.Data == [8]byte{'d', 'o', 'n', 'e'}
+		}
+		if out.pinged && (answered || !answer) {
+			return out
+		}
+	}
+}
+
+// TestContinuationFloodThroughEdge: a request whose header block spans
+// 300,000 CONTINUATION frames that carry no byte, on a fresh HTTP/2
+// connection, gets a GOAWAY(PROTOCOL_ERROR) and the connection closed,
+// never reaching the upstream; a PING sent after it goes unanswered (the
+// edge stopped reading). A legitimate 30 KiB
+// header block split over 100 small CONTINUATIONs is served.
+func TestContinuationFloodThroughEdge(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
+	req := []string{":method: GET", ":scheme: https", ":authority: localhost", ":path: /flood", "user-agent: curl/8.5.0"}
+
+	flood := rawH2(t, e, false, func(fr *http2.Framer, enc func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: enc(req...), EndStream: true})
+		for i := range 300_000 {
+			if fr.WriteContinuation(1, i == 300_000-1, nil) != nil { // the last one ends the block
+				return
+			}
+		}
+	})
+	if flood.pinged || flood.status != "" || !flood.gotAway || flood.goAway != http2.ErrCodeProtocol {
+		t.Errorf("300,000 empty CONTINUATIONs: status %q, GOAWAY %v (%v), PING answered %v; want PROTOCOL_ERROR and no answer",
+			flood.status, flood.goAway, flood.gotAway, flood.pinged)
+	}
+
+	big := strings.Repeat("b", 30<<10)
+	legit := rawH2(t, e, true, func(fr *http2.Framer, enc func(...string) []byte) {
+		b := enc(append(req[:3:3], ":path: /big", "user-agent: curl/8.5.0", "x-big: "+big)...)
+		size := len(b)/100 + 1
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:size], EndStream: true})
+		for rest := b[size:]; len(rest) > 0; {
+			n := min(size, len(rest))
+			_ = fr.WriteContinuation(1, n == len(rest), rest[:n])
+			rest = rest[n:]
+		}
+	})
+	if legit.status != "200" || legit.gotAway {
+		t.Errorf("30 KiB over 100 CONTINUATIONs: status %q, GOAWAY %v", legit.status, legit.gotAway)
+	}
+	var lines []string
+	for _, head := range up.heads() {
+		lines = append(lines, requestLine(head))
+		if requestLine(head) == "GET /big HTTP/1.1" && !strings.Contains(head, "X-Big: "+big+"\r\n") {
+			t.Errorf("the 30 KiB header did not reach the upstream whole")
+		}
+	}
+	if strings.Join(lines, ", ") != "GET /big HTTP/1.1" {
+		t.Errorf("the upstream got %q, want only GET /big", lines)
+	}
+}
+
+// parkings returns the HTTP/1.1 connection handlings the edge switches
+// between (limits.park_after), as configuration text.
+func parkings() map[string]string {
+	return map[string]string{"parking": "", "no parking": "limits: {park_after: 0s}\n"}
+}
+
+// rawTLSSession writes raw on a new HTTP/1.1 connection to the edge and
+// reads every response until the edge closes the connection.
+func rawTLSSession(t *testing.T, e *testEdge, raw string) []*http.Response {
+	t.Helper()
+	c, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // bounds a hang only
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	var out []*http.Response
+	br := bufio.NewReader(c)
+	for {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			if err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("after %d responses: %v, want the connection closed", len(out), err)
+			}
+			return out
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		out = append(out, res)
+	}
+}
+
+// probe is a request sent after the one under test in the same write: if
+// the edge kept the connection, it answers it.
+const probe = "GET /probe HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n"
+
+// TestAmbiguousLengthThroughEdge: an HTTP/1.1 request whose body length
+// Transfer-Encoding and Content-Length both tell, in any spelling, or
+// Transfer-Encoding in HTTP/1.0, is answered 400 and the connection
+// closed, before anything reaches the upstream; so are a chunked request
+// after a refused Upgrade (the tap stopped: nothing shows it had no
+// Content-Length) and one whose Content-Length fields differ or do not
+// parse. Transfer-Encodings other than one "chunked" get net/http's own
+// 501 (nginx's answer too) and the connection closed. A plain chunked
+// request is served and the connection kept.
+func TestAmbiguousLengthThroughEdge(t *testing.T) {
+	t.Parallel()
+	for name, park := range parkings() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testAmbiguousLength(t, park)
+		})
+	}
+}
+
+func testAmbiguousLength(t *testing.T, park string) {
+	up := newRawUpstream(t)
+	e := startEdge(t, park+"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
+	const head = "Host: localhost\r\nUser-Agent: curl/8.5.0\r\n"
+	const body = "0\r\n\r\n" // chunked, and 5 bytes
+	tests := []struct {
+		name   string
+		raw    string
+		status int
+	}{
+		{"CL then TE", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 400},
+		{"TE then CL, other cases", "POST /bad HTTP/1.1\r\n" + head + "transfer-encoding: CHUNKED\r\ncontent-length: 5\r\n\r\n" + body, 400},
+		{"CL 0", "POST /bad HTTP/1.1\r\n" + head + "Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n" + body, 400},
+		{"TE folded", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nTransfer-Encoding:\r\n chunked\r\n\r\n" + body, 400},
+		{"CL twice, differing, and TE", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 400},
+		{"CL not a number, and TE", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: five\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 400},
+		{"HTTP/1.0, CL and TE", "POST /bad HTTP/1.0\r\n" + head + "Connection: keep-alive\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 400},
+		{"HTTP/1.0, TE", "POST /bad HTTP/1.0\r\n" + head + "Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+		{"CL twice, differing", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nContent-Length: 6\r\n\r\n" + body, 400},
+		{"TE chunked, chunked, and CL", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nTransfer-Encoding: chunked, chunked\r\n\r\n" + body, 501},
+		{"TE twice, and CL", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 501},
+		{"TE identity, and CL", "POST /bad HTTP/1.1\r\n" + head + "Content-Length: 5\r\nTransfer-Encoding: identity\r\n\r\n" + body, 501},
+		{"TE identity", "POST /bad HTTP/1.1\r\n" + head + "Transfer-Encoding: identity\r\n\r\n" + body, 501},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := rawTLSSession(t, e, tt.raw+probe)
+			if len(res) != 1 || res[0].StatusCode != tt.status {
+				var got []int
+				for _, r := range res {
+					got = append(got, r.StatusCode)
+				}
+				t.Fatalf("answers %v, want one %d and the connection closed", got, tt.status)
+			}
+			if !res[0].Close {
+				t.Error("the answer does not say Connection: close")
+			}
+		})
+	}
+	t.Run("chunked after a refused Upgrade", func(t *testing.T) {
+		t.Parallel()
+		res := rawTLSSession(t, e, "GET /upgrade HTTP/1.1\r\n"+head+"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"+
+			"POST /bad HTTP/1.1\r\n"+head+"Transfer-Encoding: chunked\r\n\r\n"+body+probe)
+		if len(res) != 2 || res[0].StatusCode != 200 || res[1].StatusCode != 400 {
+			t.Fatalf("%d answers, want 200 then 400 and the connection closed", len(res))
+		}
+	})
+	t.Run("chunked", func(t *testing.T) {
+		t.Parallel()
+		res := rawTLSSession(t, e, "POST /chunked HTTP/1.1\r\n"+head+"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"+body+probe)
+		if len(res) != 2 || res[0].StatusCode != 200 || res[1].StatusCode != 200 {
+			t.Fatalf("%d answers, want 200 twice on one connection", len(res))
+		}
+	})
+	t.Cleanup(func() { // after the subtests
+		var lines []string
+		for _, head := range up.heads() {
+			lines = append(lines, requestLine(head))
+		}
+		slices.Sort(lines)
+		want := "GET /probe HTTP/1.1, GET /upgrade HTTP/1.1, POST /chunked HTTP/1.1"
+		if got := strings.Join(lines, ", "); got != want {
+			t.Errorf("the upstream got %s, want %s", got, want)
+		}
+		// The edge's own 400s are the client's errors (net/http's own
+		// answers never reach the handler).
+		if v := counterValue(e.Server.metrics.clientErrors.WithLabelValues("unknown", "ambiguous_length")); v != 7 {
+			t.Errorf("client errors (ambiguous_length) = %v, want 7", v)
+		}
+	})
+}
+
+// TestRefusedMethodsThroughEdge: TRACE, TRACK and CONNECT are answered 405
+// with an Allow field on HTTP/1.1 (the connection closed), HTTP/2 and
+// HTTP/3, and never reach the upstream. RFC 8441's extended CONNECT is not
+// offered on HTTP/2 (no SETTINGS_ENABLE_CONNECT_PROTOCOL) and its stream
+// is refused; on HTTP/3, where quic-go offers it, it is answered 405.
+func TestRefusedMethodsThroughEdge(t *testing.T) {
+	t.Parallel()
+	for name, park := range parkings() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testRefusedMethods(t, park)
+		})
+	}
+}
+
+func testRefusedMethods(t *testing.T, park string) {
+	up := newRawUpstream(t)
+	e := startEdge(t, park+"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
+	const head = "Host: localhost\r\nUser-Agent: curl/8.5.0\r\n"
+	check := func(t *testing.T, what string, res *http.Response) {
+		t.Helper()
+		if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != allowedMethods {
+			t.Errorf("%s: %d, Allow %q; want 405 and %q", what, res.StatusCode, res.Header.Get("Allow"), allowedMethods)
+		}
+	}
+	for _, raw := range []string{
+		"TRACE /trace HTTP/1.1\r\n" + head + "Max-Forwards: 0\r\n\r\n",
+		"TRACK /track HTTP/1.1\r\n" + head + "\r\n",
+		"CONNECT localhost:443 HTTP/1.1\r\nHost: localhost:443\r\nUser-Agent: curl/8.5.0\r\n\r\n",
+	} {
+		res := rawTLSSession(t, e, raw+probe)
+		if len(res) != 1 {
+			t.Errorf("h1 %s: %d answers, want one and the connection closed", requestLine(raw), len(res))
+			continue
+		}
+		check(t, "h1 "+requestLine(raw), res[0])
+	}
+	for _, proto := range []string{"h2", "h3"} {
+		c := e.client(t, proto)
+		for _, m := range []string{"TRACE", "TRACK", "CONNECT"} {
+			req, _ := http.NewRequest(m, e.url("/"+strings.ToLower(m)), nil)
+			req.Host = "localhost" // the site's
+			if m == "CONNECT" {
+				req.URL.Path = "" // :authority only
+			}
+			res, err := c.Do(req)
+			if err != nil {
+				t.Errorf("%s %s: %v", proto, m, err)
+				continue
+			}
+			res.Body.Close()
+			check(t, proto+" "+m, res)
+		}
+	}
+
+	ext := rawH2(t, e, true, func(fr *http2.Framer, enc func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: enc(
+			":method: CONNECT", ":protocol: websocket", ":scheme: https", ":authority: localhost", ":path: /ext", "sec-websocket-version: 13")})
+	})
+	for _, s := range ext.settings {
+		if s.ID == http2.SettingEnableConnectProtocol && s.Val != 0 {
+			t.Errorf("the edge offers extended CONNECT on HTTP/2: %v", s)
+		}
+	}
+	if ext.settings == nil || ext.status == "200" || (ext.status != "405" && !ext.gotRST) {
+		t.Errorf("h2 extended CONNECT: settings %v, status %q, reset %v", ext.settings, ext.status, ext.gotRST)
+	}
+	req, _ := http.NewRequest("CONNECT", e.url("/ext"), nil)
+	req.Host = "localhost"
+	req.Proto = "websocket" // quic-go's client sends it as :protocol
+	res, err := e.client(t, "h3").Do(req)
+	if err != nil {
+		t.Fatalf("h3 extended CONNECT: %v", err)
+	}
+	res.Body.Close()
+	check(t, "h3 extended CONNECT", res)
+
+	if heads := up.heads(); len(heads) != 0 {
+		t.Errorf("the upstream got %d requests, the first %q", len(heads), requestLine(heads[0]))
+	}
+	if v := counterValue(e.Server.metrics.clientErrors.WithLabelValues("unknown", "method_not_allowed")); v != 10 {
+		t.Errorf("client errors (method_not_allowed) = %v, want 10", v)
 	}
 }

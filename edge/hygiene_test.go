@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/maatproxy/maat/httpfp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/crypto/bcrypt"
@@ -523,4 +524,84 @@ func seriesCount(c prometheus.Collector) int {
 		n++
 	}
 	return n
+}
+
+// TestRefusedMethods: TRACE, TRACK and CONNECT get 405 with Allow from the
+// handler on every protocol, HTTP/1.1's with Connection: close, before the
+// site is looked up; GET and OPTIONS do not.
+func TestRefusedMethods(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t)
+	h := newTestHandler(t, "policy: \"\"\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	for _, proto := range []string{"h1", "h2", "h3"} {
+		c := handlerClient(h, proto)
+		for _, tt := range []struct {
+			method string
+			status int
+		}{
+			{"TRACE", 405}, {"TRACK", 405}, {"CONNECT", 405}, {"GET", 200}, {"OPTIONS", 200},
+		} {
+			req, _ := http.NewRequest(tt.method, handlerURL("/m"), nil)
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tt.status {
+				t.Errorf("%s %s: %d, want %d", proto, tt.method, res.StatusCode, tt.status)
+			}
+			if tt.status == 405 {
+				if res.Header.Get("Allow") != allowedMethods {
+					t.Errorf("%s %s: Allow %q", proto, tt.method, res.Header.Get("Allow"))
+				}
+				if close := res.Header.Get("Connection") == "close"; close != (proto == "h1") {
+					t.Errorf("%s %s: Connection %q", proto, tt.method, res.Header.Get("Connection"))
+				}
+			}
+		}
+	}
+	for _, head := range up.heads() {
+		if m, _, _ := strings.Cut(head, " "); m != "GET" && m != "OPTIONS" {
+			t.Errorf("the upstream got %q", requestLine(head))
+		}
+	}
+}
+
+// TestAmbiguousLength: the tap's mark decides on HTTP/1; without a capture
+// on a tapped connection, a chunked request is refused; without a tap (a
+// handler served directly) and on HTTP/2 and HTTP/3 nothing is.
+func TestAmbiguousLength(t *testing.T) {
+	t.Parallel()
+	tapped := httpfp.NewContext(context.Background(), httpfp.NewConn(nil, httpfp.H1, httpfp.Config{}))
+	for _, tt := range []struct {
+		name    string
+		major   int
+		chunked bool
+		fp      *httpfp.Fingerprint
+		tapped  bool
+		want    bool
+	}{
+		{"marked", 1, true, &httpfp.Fingerprint{AmbiguousLength: true}, true, true},
+		{"marked, HTTP/1.0 (no chunked)", 1, false, &httpfp.Fingerprint{AmbiguousLength: true}, true, true},
+		{"not marked", 1, true, &httpfp.Fingerprint{}, true, false},
+		{"no capture, chunked", 1, true, nil, true, true},
+		{"no capture, not chunked", 1, false, nil, true, false},
+		{"no tap", 1, true, nil, false, false},
+		{"HTTP/2", 2, false, nil, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest("POST", "/", nil)
+			r.ProtoMajor = tt.major
+			if tt.chunked {
+				r.TransferEncoding = []string{"chunked"}
+			}
+			if tt.tapped {
+				r = r.WithContext(tapped)
+			}
+			if got := ambiguousLength(r, tt.fp); got != tt.want {
+				t.Errorf("ambiguousLength = %v, want %v", got, tt.want)
+			}
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/net/http2/hpack"
 )
@@ -20,6 +21,10 @@ var (
 	ErrMalformed = errors.New("httpfp: malformed request stream")
 	// ErrTooLarge reports a request header larger than MaxHeaderBytes.
 	ErrTooLarge = errors.New("httpfp: request header too large")
+	// ErrFlood reports an HTTP/2 header block that spans more frames or
+	// bytes than a client needs for a header the server accepts (a
+	// CONTINUATION flood, CVE-2023-45288's class). It ends the connection.
+	ErrFlood = errors.New("httpfp: HTTP/2 header block too long")
 )
 
 // DefaultMaxHeaderBytes is the header limit used when Config.MaxHeaderBytes
@@ -139,8 +144,10 @@ type Conn struct {
 	proto Proto
 	seed  maphash.Seed // of fieldHash
 
-	tapMu sync.Mutex // held while feeding; the server reads from one goroutine at a time
-	tap   tap
+	tapMu   sync.Mutex // held while feeding; the server reads from one goroutine at a time
+	tap     tap
+	readErr error       // what Read fails with once the HTTP/2 tap ended the connection
+	failed  atomic.Bool // readErr is set
 
 	tlsOnce sync.Once
 	tls     *tls.ConnectionState // of the underlying connection, nil if none
@@ -154,7 +161,8 @@ type Conn struct {
 }
 
 // NewConn returns c with its reads tapped for protocol p. Bytes pass through
-// unchanged. For H3, which has no net.Conn, use H3Tracer.
+// unchanged, but where the tap ends an HTTP/2 connection (see Read). For
+// H3, which has no net.Conn, use H3Tracer.
 func NewConn(c net.Conn, p Proto, cfg Config) *Conn {
 	fc := &Conn{Conn: c, proto: p, seed: maphash.MakeSeed(), budget: 2 * cfg.maxHeaderBytes()}
 	switch p {
@@ -168,27 +176,78 @@ func NewConn(c net.Conn, p Proto, cfg Config) *Conn {
 	return fc
 }
 
-// Read reads from the underlying connection and feeds what it read to the tap.
+// Read reads from the underlying connection and feeds what it read to the
+// tap. On HTTP/2, Read passes on a frame that takes a header block past its
+// bounds (ErrFlood) only up to its frame header, a CONTINUATION's with its
+// stream changed: the server meets a connection error of type
+// PROTOCOL_ERROR (RFC 9113, section 6.10: a header block's frames are
+// contiguous and on one stream) and answers it with a GOAWAY. Every Read
+// after it fails with the tap's error, as every Read after frames the tap
+// cannot follow (passed on as they came: the server refuses them too), so
+// that a server that read on would close the connection.
 func (c *Conn) Read(p []byte) (int, error) {
+	if c.failed.Load() {
+		return 0, c.readError()
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.feed(p[:n])
+		var ferr error
+		if n, ferr = c.feed(p[:n]); n == 0 {
+			return 0, ferr
+		}
 	}
 	return n, err
 }
 
-func (c *Conn) feed(p []byte) {
+// feed feeds p to the tap and returns how many bytes of p Read passes on,
+// and, when none, the error it fails with.
+func (c *Conn) feed(p []byte) (int, error) {
 	c.tapMu.Lock()
 	defer c.tapMu.Unlock()
+	if c.readErr != nil {
+		return 0, c.readErr
+	}
 	if c.tap == nil {
-		return
+		return len(p), nil
 	}
-	if err := c.tap.feed(p); err != nil {
-		c.tap = nil // let the decoder state go
-		c.mu.Lock()
-		c.err, c.stopped = err, true
-		c.mu.Unlock()
+	err := c.tap.feed(p)
+	if err == nil {
+		return len(p), nil
 	}
+	t, _ := c.tap.(*h2Tap)
+	c.tap = nil // let the decoder state go
+	c.stop(err)
+	if t == nil {
+		return len(p), nil
+	}
+	// The frames the server reads after these are frames the tap does not
+	// see: it could not bound their header blocks.
+	c.readErr = err
+	c.failed.Store(true)
+	switch {
+	case !errors.Is(err, ErrFlood):
+		return len(p), nil
+	case t.cutAt > 0:
+		if t.typ == frameContinuation {
+			p[t.cutAt-1] ^= 1 // the stream identifier's last bit
+		}
+		return t.cutAt, nil
+	}
+	return 0, err
+}
+
+// readError is the error Read fails with once failed is set.
+func (c *Conn) readError() error {
+	c.tapMu.Lock()
+	defer c.tapMu.Unlock()
+	return c.readErr
+}
+
+// stop records why fingerprinting stopped.
+func (c *Conn) stop(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err, c.stopped = err, true
 }
 
 // SetFieldHook has f called with every header field the HTTP/2 tap
@@ -243,7 +302,7 @@ func (c *Conn) AtRest() bool {
 }
 
 // Err returns why the tap stopped fingerprinting this connection, or nil.
-// It wraps ErrMalformed or ErrTooLarge.
+// It wraps ErrMalformed, ErrTooLarge or ErrFlood.
 func (c *Conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -6,7 +6,8 @@
 //
 // Go's http.Header is a map, so the order is taken from the wire. NewConn
 // wraps a connection that a server reads from and taps its Read calls; the
-// bytes pass through unchanged.
+// bytes pass through unchanged, but where the tap ends an HTTP/2
+// connection (see Header block bounds).
 //
 //   - HTTP/1.x (RFC 9112): the tap follows message framing (Content-Length,
 //     chunked bodies with trailers, bodies after Expect: 100-continue) so that
@@ -40,10 +41,26 @@
 // HTTP/3 clients send them in map order, which changes between requests;
 // Chromium's fetch() puts the headers a page sets in its own order.
 //
-// A byte stream that does not parse stops the tap: the connection keeps
-// working, later requests have no fingerprint, and Conn.Err says why (the
-// server closes the connection on its own protocol error). The tap never
-// panics on input.
+// A byte stream that does not parse stops the tap: later requests have no
+// fingerprint, and Conn.Err says why. On HTTP/1 the connection keeps
+// working (the server closes it on its own protocol error). On HTTP/2 an
+// HPACK error stops only the fingerprints; after frames the tap cannot
+// follow (which the server refuses too: the tap refuses only what RFC 9113
+// makes connection errors) the Conn's reads fail. The tap never panics on
+// input.
+//
+// # Header block bounds
+//
+// The HTTP/2 tap is in the path of every frame a client sends, so it bounds
+// what a server's header list limit does not: the frames of one header
+// block (HEADERS and its CONTINUATIONs) to 128, and their bytes to twice
+// MaxHeaderBytes plus 16 KiB. Empty CONTINUATIONs, or ones whose bytes
+// decode to nothing, would otherwise keep a server reading one block for
+// ever (CVE-2023-45288's class). The frame past a bound is passed on up to
+// its frame header only, and reads fail from then on with ErrFlood, which
+// ends the connection. A CONTINUATION's header is passed on with its stream
+// changed: the server meets a connection error of type PROTOCOL_ERROR (RFC
+// 9113, section 6.10) there and sends its GOAWAY.
 //
 // # Memory
 //

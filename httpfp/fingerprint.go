@@ -49,6 +49,14 @@ type Fingerprint struct {
 	// Ordered is false when the order could not be taken from the wire
 	// (HTTP/3 without H3Tracer): Names then follows http.Header's sorted keys.
 	Ordered bool
+	// AmbiguousLength is set on an HTTP/1 request that carried a
+	// Transfer-Encoding field together with a Content-Length field, or in
+	// HTTP/1.0 (RFC 9112, section 6.1 and 6.3), whatever their values.
+	// net/http reads such a body by one and drops the other from
+	// http.Request.Header, so a server cannot tell it from there; a proxy
+	// should refuse it (400) and close the connection, as nginx does, for
+	// whoever reads the same bytes otherwise (request smuggling).
+	AmbiguousLength bool
 }
 
 // hashLen is the number of hex digits of a truncated SHA-256 in hfp and JA4H.

@@ -66,6 +66,8 @@ type h1Tap struct {
 
 	contentLength int64 // -1 if absent
 	chunked       bool
+	lengthSeen    bool // a Content-Length field, even one not read yet
+	codingSeen    bool // a Transfer-Encoding field, in any version
 	upgrade       bool
 	cookies       []string
 	lang          string
@@ -173,6 +175,8 @@ func (t *h1Tap) step(p []byte) ([]byte, error) {
 		}
 		t.ends = append(t.ends, len(t.buf))
 		t.kind = t.classify(t.buf[t.nameStart():])
+		t.lengthSeen = t.lengthSeen || t.kind == fieldContentLength
+		t.codingSeen = t.codingSeen || t.kind == fieldTransferEncoding
 		t.state = h1Value
 		return p[i+1:], nil
 	case h1Value:
@@ -332,6 +336,7 @@ func (t *h1Tap) resetMessage() {
 	t.buf, t.ends, t.val = t.buf[:0], t.ends[:0], t.val[:0]
 	t.size, t.kind = 0, fieldOther
 	t.contentLength, t.chunked, t.upgrade = -1, false, false
+	t.lengthSeen, t.codingSeen = false, false
 	t.cookies, t.lang, t.langSeen = nil, "", false
 	t.blank = false
 }
@@ -420,6 +425,7 @@ func (t *h1Tap) endHeader() error {
 	}
 	p.fp.Names, p.fp.HFP, p.fp.HFPR = t.memo.getJoined(H1, t.buf[t.tEnd:], t.ends, t.tEnd)
 	p.fp.Ordered = true
+	p.fp.AmbiguousLength = t.codingSeen && (t.lengthSeen || t.ver[0] < '1' || (t.ver[0] == '1' && t.ver[1] < '1'))
 	if t.ja4h {
 		j := ja4hInput{method: p.method, version: string(t.ver[:]), names: p.fp.Names, cookies: t.cookies, lang: t.lang}
 		p.fp.JA4H, p.fp.JA4HR = t.memo.ja4h(&j)

@@ -238,3 +238,43 @@ func TestPendingBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestH1TapAmbiguousLength: a request with Transfer-Encoding and
+// Content-Length (in any case, order and value), or with Transfer-Encoding
+// in HTTP/1.0, is marked; one with either alone in HTTP/1.1 is not, and
+// the mark does not carry over to the next request.
+func TestH1TapAmbiguousLength(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		head string // up to the empty line
+		body string // as the tap reads it: chunked, by length, or none in HTTP/1.0
+		want bool
+	}{
+		{"chunked", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n", false},
+		{"length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n", "hello", false},
+		{"both", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n", true},
+		{"both, coding first, other case", "POST / HTTP/1.1\r\ntransfer-encoding: CHUNKED\r\nCONTENT-LENGTH: 5\r\n", "0\r\n\r\n", true},
+		{"both, length 0", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n", "0\r\n\r\n", true},
+		{"both, coding folded", "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding:\r\n chunked\r\n", "0\r\n\r\n", true},
+		{"coding in HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n", "", true},
+		{"both in HTTP/1.0", "POST / HTTP/1.0\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n", "hello", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := NewConn(nil, H1, Config{})
+			c.feed([]byte(tt.head + "\r\n" + tt.body + "GET /next HTTP/1.1\r\nHost: x\r\n\r\n"))
+			got := drain(c)
+			if len(got) != 2 || got[1].uri != "/next" {
+				t.Fatalf("%d requests captured (tap: %v)", len(got), c.Err())
+			}
+			if got[0].fp.AmbiguousLength != tt.want {
+				t.Errorf("AmbiguousLength = %v, want %v", got[0].fp.AmbiguousLength, tt.want)
+			}
+			if got[1].fp.AmbiguousLength {
+				t.Error("the next request is marked too")
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package httpfp
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -38,12 +39,32 @@ const maxSettings = 32
 // maxPriorities bounds the PRIORITY frames kept for h2fp.
 const maxPriorities = 32
 
+// maxBlockFrames bounds the frames of one header block (a HEADERS frame and
+// its CONTINUATIONs, RFC 9113, section 4.3). A server bounds the bytes a
+// header list decodes to, but a CONTINUATION may carry no byte, or bytes
+// that decode to nothing: without a bound on the frames, a client keeps
+// the server reading one block for ever (CVE-2023-45288's class; Go's
+// server, x/net's and the one net/http bundles, cuts only a block whose
+// frame outgrows twice the list bytes it still accepts, so empty frames
+// pass). Clients fill each frame up to the frame size the
+// server allows, at least 16 KiB (RFC 9113, section 4.2): browsers, curl
+// (nghttp2) and Go's client send a 64 KiB block in 4 or 5 frames. 128
+// frames carry the edge's default header limit (64 KiB) in frames of 512
+// bytes, net/http's (1 MiB) in frames of 8 KiB, and cost a flood of empty
+// frames about a kilobyte before the connection is closed.
+const maxBlockFrames = 128
+
+// blockSlack is the room a header block has over twice the header limit
+// (see h2Tap.maxBlock): one frame of the least size a server may set.
+const blockSlack = 16 << 10
+
 // h2Tap decodes the client side of an HTTP/2 connection in step with the
 // server: frame headers, HPACK header blocks, and the frames of h2fp.
 type h2Tap struct {
-	c    *Conn
-	ja4h bool
-	max  int // header list bytes, as the server's MaxHeaderBytes
+	c        *Conn
+	ja4h     bool
+	max      int // header list bytes, as the server's MaxHeaderBytes
+	maxBlock int // header block bytes (HPACK-encoded, padding included)
 
 	preface int // preface bytes matched
 
@@ -63,6 +84,9 @@ type h2Tap struct {
 	inBlock     bool
 	blockStream uint32
 	blockReq    bool   // the open block is a request's header (not trailers)
+	blockFrames int    // frames of the open block so far
+	blockBytes  int    // payload bytes of the open block's frames so far
+	blind       bool   // HPACK failed: frames are still followed, not decoded
 	lastStream  uint32 // highest stream that opened a request
 	tooBig      bool
 	listSize    int
@@ -76,10 +100,20 @@ type h2Tap struct {
 	memo                     *memo  // nil until a request needs it, and after Conn.Rest
 
 	hook func(hpack.HeaderField) // Conn.SetFieldHook's
+
+	// cutAt, after feed returned ErrFlood, is the end of the header of
+	// the frame past the bounds in the bytes fed (at least 1: its last
+	// byte was among them); 0 otherwise.
+	cutAt int
 }
 
 func newH2Tap(c *Conn, cfg Config) *h2Tap {
 	t := &h2Tap{c: c, ja4h: cfg.JA4H, max: cfg.maxHeaderBytes()}
+	// An encoder sends a header list in about as many bytes as the list
+	// counts (RFC 7541 counts 32 bytes a field over its name and value;
+	// Huffman is used when it is shorter): twice the limit, as x/net's
+	// server allows a frame twice the list bytes left, and a frame's room.
+	t.maxBlock = 2*t.max + blockSlack
 	t.fields.seed = c.seed
 	t.dec = hpack.NewDecoder(4096, t.emit)
 	t.dec.SetAllowedMaxDynamicTableSize(cfg.maxHPACKTable())
@@ -89,6 +123,8 @@ func newH2Tap(c *Conn, cfg Config) *h2Tap {
 
 // feed consumes p, the next bytes of the connection.
 func (t *h2Tap) feed(p []byte) error {
+	whole := len(p)
+	t.cutAt = 0
 	for len(p) > 0 {
 		switch {
 		case t.preface < len(h2Preface):
@@ -104,6 +140,9 @@ func (t *h2Tap) feed(p []byte) error {
 			p = p[n:]
 			if t.hn == len(t.hdr) {
 				if err := t.startFrame(); err != nil {
+					if errors.Is(err, ErrFlood) {
+						t.cutAt = whole - len(p)
+					}
 					return err
 				}
 			}
@@ -131,6 +170,10 @@ func (t *h2Tap) startFrame() error {
 		if t.stream == 0 {
 			return fmt.Errorf("%w: HEADERS on stream 0", ErrMalformed)
 		}
+		t.blockFrames, t.blockBytes = 0, 0
+		if err := t.countBlock(); err != nil {
+			return err
+		}
 		if t.flags&flagPadded != 0 {
 			t.want++
 		}
@@ -140,6 +183,9 @@ func (t *h2Tap) startFrame() error {
 	case frameContinuation:
 		if !t.inBlock {
 			return fmt.Errorf("%w: CONTINUATION without HEADERS", ErrMalformed)
+		}
+		if err := t.countBlock(); err != nil {
+			return err
 		}
 		t.blockLeft = t.left
 	case frameSettings:
@@ -174,6 +220,20 @@ func (t *h2Tap) startFrame() error {
 	return nil
 }
 
+// countBlock counts the frame whose header was just read against the
+// bounds of its header block, before any byte of its payload is read.
+func (t *h2Tap) countBlock() error {
+	t.blockFrames++
+	t.blockBytes += t.left
+	switch {
+	case t.blockFrames > maxBlockFrames:
+		return fmt.Errorf("%w: more than %d frames", ErrFlood, maxBlockFrames)
+	case t.blockBytes > t.maxBlock:
+		return fmt.Errorf("%w: more than %d bytes", ErrFlood, t.maxBlock)
+	}
+	return nil
+}
+
 // payload consumes a prefix of the current frame's payload in p.
 func (t *h2Tap) payload(p []byte) ([]byte, error) {
 	switch {
@@ -189,8 +249,10 @@ func (t *h2Tap) payload(p []byte) ([]byte, error) {
 		}
 	case t.blockLeft > 0:
 		n := min(len(p), t.blockLeft)
-		if _, err := t.dec.Write(p[:n]); err != nil {
-			return nil, fmt.Errorf("%w: HPACK: %w", ErrMalformed, err)
+		if !t.blind {
+			if _, err := t.dec.Write(p[:n]); err != nil {
+				t.goBlind(fmt.Errorf("%w: HPACK: %w", ErrMalformed, err))
+			}
 		}
 		t.blockLeft -= n
 		t.left -= n
@@ -297,11 +359,27 @@ func (t *h2Tap) emit(f hpack.HeaderField) {
 	t.fields.add(f.Name, f.Value, t.ja4h)
 }
 
+// goBlind stops decoding header blocks after an HPACK error: the tap lets
+// go of its table and fingerprints and reports err as Conn.Err, but goes on
+// following frames, whose header blocks it still bounds. The server's own
+// decoder may have taken what the tap's refused (x/net allows strings a
+// little longer than the header limit).
+func (t *h2Tap) goBlind(err error) {
+	t.blind, t.dec, t.hook, t.memo = true, nil, nil, nil
+	t.fields = fields{}
+	t.settings, t.priority = nil, nil
+	t.c.stop(err)
+}
+
 // endBlock closes a header block and queues a request's fingerprint.
 func (t *h2Tap) endBlock() error {
 	t.inBlock = false
+	if t.blind {
+		return nil
+	}
 	if err := t.dec.Close(); err != nil {
-		return fmt.Errorf("%w: HPACK: %w", ErrMalformed, err)
+		t.goBlind(fmt.Errorf("%w: HPACK: %w", ErrMalformed, err))
+		return nil
 	}
 	if !t.blockReq || t.tooBig || t.fields.method == "" {
 		return nil // trailers, or a request the server refuses

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -85,7 +87,7 @@ func TestH2TapHPACK(t *testing.T) {
 		{"one frame each", 1 << 20, 0, 1 << 20},
 		{"continuations", 17, 0, 1 << 20},
 		{"padded, byte by byte", 1 << 20, 9, 1},
-		{"continuations, odd reads", 5, 3, 13},
+		{"continuations, odd reads", 23, 3, 13}, // 23 bytes: at most 128 frames a block
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,40 +166,48 @@ func TestH2TapErrors(t *testing.T) {
 		return b.String()
 	}
 	tests := []struct {
-		name string
-		wire string
+		name  string
+		wire  string
+		hpack bool // an HPACK error: the tap stops decoding, the frames go on
 	}{
-		{"HTTP/1 request", "GET / HTTP/1.1\r\nHost: x\r\n\r\n"},
-		{"continuation without headers", frame(func(fr *http2.Framer) { fr.WriteContinuation(1, true, []byte{0x82}) })},
+		{"HTTP/1 request", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", false},
+		{"continuation without headers", frame(func(fr *http2.Framer) { fr.WriteContinuation(1, true, []byte{0x82}) }), false},
 		{"data inside a header block", frame(func(fr *http2.Framer) {
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x82}})
 			fr.WriteData(1, true, nil)
-		})},
+		}), false},
 		{"bad HPACK index", frame(func(fr *http2.Framer) {
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0xff, 0x7f}, EndHeaders: true})
-		})},
+		}), true},
 		{"truncated HPACK block", frame(func(fr *http2.Framer) {
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x40, 0x05, 'a'}, EndHeaders: true})
-		})},
+		}), true},
 		{"padding too long", frame(func(fr *http2.Framer) {
 			fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersPadded|http2.FlagHeadersEndHeaders, 1, []byte{9, 0x82})
-		})},
-		{"settings length", frame(func(fr *http2.Framer) { fr.WriteRawFrame(http2.FrameSettings, 0, 0, []byte{0, 1, 0}) })},
+		}), false},
+		{"settings length", frame(func(fr *http2.Framer) { fr.WriteRawFrame(http2.FrameSettings, 0, 0, []byte{0, 1, 0}) }), false},
 		{"headers on stream 0", frame(func(fr *http2.Framer) {
 			fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersEndHeaders, 0, []byte{0x82})
-		})},
+		}), false},
 		{"table size above the limit", frame(func(fr *http2.Framer) {
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x3f, 0xe1, 0xff, 0x07}, EndHeaders: true})
-		})},
+		}), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := NewConn(nil, H2, Config{})
-			c.feed([]byte(tt.wire))
-			c.feed([]byte("more bytes after the error"))
+			if n, _ := c.feed([]byte(tt.wire)); n != len(tt.wire) {
+				t.Errorf("%d of %d bytes passed on, want all: the server is to meet the error", n, len(tt.wire))
+			}
 			if err := c.Err(); !errors.Is(err, ErrMalformed) {
 				t.Fatalf("Err() = %v, want ErrMalformed", err)
+			}
+			// An HPACK error stops the fingerprints only; after frames
+			// the tap cannot follow, reads fail.
+			n, err := c.feed([]byte("\x00\x00\x00\xfa\x00\x00\x00\x00\x00"))
+			if tt.hpack && (n != 9 || err != nil) || !tt.hpack && (n != 0 || !errors.Is(err, ErrMalformed)) {
+				t.Errorf("the next read: %d bytes, %v", n, err)
 			}
 		})
 	}
@@ -239,5 +249,125 @@ func TestTakeH2(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("take(%s %s %s) = %q, want %q", tt.method, tt.host, tt.uri, got, tt.want)
 		}
+	}
+}
+
+// readConn is a net.Conn whose reads come from r.
+type readConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c readConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// serverFrames reads wire through a Conn with x/net's framer, as x/net's
+// server does, and returns how many frames it read and the error that
+// ended it.
+func serverFrames(t *testing.T, wire []byte, cfg Config) (int, error, *Conn) {
+	t.Helper()
+	c := NewConn(readConn{r: bytes.NewReader(wire)}, H2, cfg)
+	if _, err := io.ReadFull(c, make([]byte, len(h2Preface))); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(nil, c)
+	fr.SetMaxReadFrameSize(1 << 20)
+	n := 0
+	for {
+		if _, err := fr.ReadFrame(); err != nil {
+			return n, err, c
+		}
+		n++
+	}
+}
+
+// TestH2TapBoundsHeaderBlocks: a header block spans at most 128 frames and
+// 2×MaxHeaderBytes+16 KiB; past either bound the server's framer (x/net's,
+// which net/http's bundles) meets a connection error at once and reads
+// fail from then on. Blocks within them, split as small as the bound
+// allows, are fingerprinted. The bound holds after an HPACK error stopped
+// the fingerprints.
+func TestH2TapBoundsHeaderBlocks(t *testing.T) {
+	t.Parallel()
+	fields := []string{":method: GET", ":authority: a", ":scheme: https", ":path: /big", "x-big: " + strings.Repeat("b", 60<<10)}
+	tests := []struct {
+		name    string
+		max     int // MaxHeaderBytes
+		write   func(cl *h2Client)
+		frames  int // the frames the server reads, at most, when cut
+		cut     bool
+		headers bool // cut at a HEADERS frame
+	}{
+		{"300,000 empty CONTINUATIONs", 0, func(cl *h2Client) {
+			cl.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: cl.block(fields[:4])})
+			for range 300_000 {
+				cl.fr.WriteContinuation(1, false, nil)
+			}
+		}, 1 + maxBlockFrames, true, false},
+		{"129 frames", 0, func(cl *h2Client) { cl.split(1, cl.block(fields), 129) }, 1 + maxBlockFrames, true, false},
+		{"128 frames", 0, func(cl *h2Client) { cl.split(1, cl.block(fields), 128) }, 0, false, false},
+		{"60 KiB at 16 KiB frames, 64 KiB allowed", 64 << 10, func(cl *h2Client) {
+			cl.split(1, cl.block(fields), 4)
+		}, 0, false, false},
+		{"a HEADERS frame past the bytes", 1000, func(cl *h2Client) {
+			cl.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: make([]byte, 2*1000+blockSlack+1)})
+		}, 1, true, true},
+		{"16 KiB frames of table size updates", 64 << 10, func(cl *h2Client) {
+			upd := bytes.Repeat([]byte{0x20}, 16<<10) // "size 0" decodes to no field
+			cl.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: upd})
+			for range 100 {
+				cl.fr.WriteContinuation(1, false, upd)
+			}
+		}, 1 + (2*(64<<10)+blockSlack)/(16<<10), true, false},
+		{"a flood after an HPACK error", 0, func(cl *h2Client) {
+			cl.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0xff, 0x7f}, EndHeaders: true})
+			cl.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3})
+			for range 1000 {
+				cl.fr.WriteContinuation(3, false, nil)
+			}
+		}, 2 + maxBlockFrames, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cl := newH2Client()
+			cl.fr.WriteSettings()
+			tt.write(cl)
+			n, err, c := serverFrames(t, cl.buf.Bytes(), Config{MaxHeaderBytes: tt.max})
+			if !tt.cut {
+				if err != io.EOF || c.Err() != nil || c.Pending() != 1 {
+					t.Fatalf("after %d frames: %v (tap: %v), %d fingerprints; want EOF and 1", n, err, c.Err(), c.Pending())
+				}
+				return
+			}
+			// A CONTINUATION past the bounds reaches the framer on
+			// another stream: the connection error a server answers
+			// with GOAWAY(PROTOCOL_ERROR). A HEADERS frame past them
+			// fails the read.
+			if tt.headers && !errors.Is(err, ErrFlood) ||
+				!tt.headers && err != error(http2.ConnectionError(http2.ErrCodeProtocol)) {
+				t.Fatalf("after %d frames: %v", n, err)
+			}
+			if !errors.Is(c.Err(), ErrFlood) {
+				t.Errorf("Err() = %v, want ErrFlood", c.Err())
+			}
+			if n > tt.frames { // SETTINGS, then the block's frames
+				t.Errorf("the server read %d frames, want at most %d", n, tt.frames)
+			}
+			if _, err := c.Read(make([]byte, 9)); !errors.Is(err, ErrFlood) {
+				t.Errorf("the next read: %v", err)
+			}
+		})
+	}
+}
+
+// split sends block on stream as a HEADERS frame and CONTINUATIONs,
+// frames frames in all, of about equal size.
+func (c *h2Client) split(stream uint32, block []byte, frames int) {
+	size := (len(block) + frames - 1) / frames
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: block[:size], EndStream: true})
+	for rest := block[size:]; len(rest) > 0; {
+		n := min(size, len(rest))
+		c.fr.WriteContinuation(stream, n == len(rest), rest[:n])
+		rest = rest[n:]
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -63,6 +64,8 @@ func FuzzH1(f *testing.F) {
 		"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x00",
 		"GET / HTTP/1.1\nHost: x\nX-Folded: a\n b\n\n",
 		"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+		"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /a HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n",
 	} {
 		f.Add([]byte(s), uint8(0))
 		f.Add([]byte(s), uint8(1))
@@ -89,9 +92,21 @@ func FuzzH1(f *testing.F) {
 			if !ok {
 				t.Fatalf("no fingerprint for %s %s (tap error %v)", r.Method, r.RequestURI, c.Err())
 			}
+			coding, length := false, false
+			for _, name := range fp.Names {
+				coding = coding || strings.EqualFold(name, "Transfer-Encoding")
+				length = length || strings.EqualFold(name, "Content-Length")
+			}
+			if want := coding && (length || !r.ProtoAtLeast(1, 1)); fp.AmbiguousLength != want {
+				t.Fatalf("%s %s %s, names %q: AmbiguousLength %v", r.Method, r.RequestURI, r.Proto, fp.Names, fp.AmbiguousLength)
+			}
 			var got, want []string
 			for _, name := range fp.Names {
-				if k := textproto.CanonicalMIMEHeaderKey(name); k != "Host" && k != "Transfer-Encoding" {
+				k := textproto.CanonicalMIMEHeaderKey(name)
+				if k == "Content-Length" && len(r.TransferEncoding) > 0 {
+					continue // net/http drops it (what AmbiguousLength is for)
+				}
+				if k != "Host" && k != "Transfer-Encoding" {
 					got = append(got, k)
 				}
 			}
@@ -136,7 +151,8 @@ func h2Seed(f func(fr *http2.Framer, enc func(fields ...string) []byte)) []byte 
 
 // FuzzH2 checks the HTTP/2 tap against x/net's framer and HPACK decoder:
 // every request header block they decode has a fingerprint with the same
-// names in the same order, and the pieces reads come in do not matter.
+// names in the same order, a header block they read past its bounds (128
+// frames, 2 MiB+16 KiB) is cut, and the pieces reads come in do not matter.
 func FuzzH2(f *testing.F) {
 	req := []string{":method: GET", ":authority: a", ":scheme: https", ":path: /", "user-agent: x", "x-a: 1", "x-b: 2"}
 	f.Add(h2Seed(func(fr *http2.Framer, enc func(...string) []byte) {
@@ -154,13 +170,37 @@ func FuzzH2(f *testing.F) {
 		fr.WriteData(1, false, []byte("body"))
 		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: enc("x-trailer: 1"), EndHeaders: true, EndStream: true})
 	}), uint8(1))
+	// Header blocks at and past their bounds: 128 frames, then a
+	// CONTINUATION flood after an HPACK error.
+	f.Add(h2Seed(func(fr *http2.Framer, enc func(...string) []byte) {
+		fr.WriteSettings()
+		b := enc(req...)
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:1], EndStream: true})
+		for i := range maxBlockFrames - 1 {
+			end := i == maxBlockFrames-2
+			frag := b[1:]
+			if !end {
+				frag = nil
+			}
+			fr.WriteContinuation(1, end, frag)
+		}
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: []byte{0xff, 0x7f}, EndHeaders: true})
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: b})
+		for range maxBlockFrames {
+			fr.WriteContinuation(5, false, nil)
+		}
+	}), uint8(9))
 	f.Fuzz(func(t *testing.T, data []byte, n uint8) {
 		whole, pieces := tapped(data, httpfp.H2, len(data)), tapped(data, httpfp.H2, int(n))
 		if whole.Pending() != pieces.Pending() || (whole.Err() == nil) != (pieces.Err() == nil) {
 			t.Fatalf("whole: %d pending, %v; in pieces of %d: %d pending, %v", whole.Pending(), whole.Err(), n, pieces.Pending(), pieces.Err())
 		}
 		ctx := httpfp.NewContext(context.Background(), whole)
-		for _, want := range referenceH2(data) {
+		blocks, flood := referenceH2(data)
+		if flood && !errors.Is(whole.Err(), httpfp.ErrFlood) {
+			t.Fatalf("a header block past its bounds was not cut (tap error %v)", whole.Err())
+		}
+		for _, want := range blocks {
 			r := &http.Request{Method: want.get(":method"), Host: want.get(":authority"), RequestURI: want.get(":path"), Header: http.Header{}}
 			for i, name := range want.names {
 				if !strings.HasPrefix(name, ":") {
@@ -199,14 +239,24 @@ func (b refBlock) duplicatePseudo() bool {
 	return false
 }
 
+// Bounds of a header block (httpfp's package documentation): frames, and
+// bytes over twice the header limit (the fuzz targets' Config has the
+// default, 1 MiB).
+const (
+	maxBlockFrames = 128
+	maxBlockBytes  = 2*httpfp.DefaultMaxHeaderBytes + 16<<10
+)
+
 // referenceH2 decodes the request header blocks of a client stream with
-// x/net's framer and HPACK decoder, up to the first error. Blocks of
-// streams that reuse a request's key are left out: the tap pairs them in
-// order, which this check does not model.
-func referenceH2(data []byte) []refBlock {
+// x/net's framer and HPACK decoder, up to the first framing error, and
+// reports whether a header block went past its bounds (flood) before. After
+// an HPACK error it follows the frames without decoding, as the tap does.
+// Blocks of streams that reuse a request's key are left out: the tap pairs
+// them in order, which this check does not model.
+func referenceH2(data []byte) (out []refBlock, flood bool) {
 	rest, ok := bytes.CutPrefix(data, []byte(http2.ClientPreface))
 	if !ok {
-		return nil
+		return nil, false
 	}
 	fr := http2.NewFramer(nil, bytes.NewReader(rest))
 	fr.SetMaxReadFrameSize(1<<24 - 1)
@@ -216,14 +266,32 @@ func referenceH2(data []byte) []refBlock {
 		cur.values = append(cur.values, f.Value)
 	})
 	dec.SetAllowedMaxDynamicTableSize(1 << 16)
-	var out []refBlock
 	var last uint32
 	keys := map[string]bool{}
-	request := false
+	request, blind := false, false
+	frames, size := 0, 0
 	for {
-		f, err := fr.ReadFrame()
+		fh, err := fr.ReadFrameHeader()
 		if err != nil {
-			return out
+			return out, false
+		}
+		switch fh.Type {
+		case http2.FrameHeaders:
+			if fh.StreamID == 0 {
+				return out, false
+			}
+			frames, size = 0, 0
+			fallthrough
+		case http2.FrameContinuation:
+			frames++
+			size += int(fh.Length)
+			if frames > maxBlockFrames || size > maxBlockBytes {
+				return out, true
+			}
+		}
+		f, err := fr.ReadFrameForHeader(fh)
+		if err != nil {
+			return out, false
 		}
 		var frag []byte
 		var end bool
@@ -240,14 +308,19 @@ func referenceH2(data []byte) []refBlock {
 		default:
 			continue
 		}
+		if blind {
+			continue
+		}
 		if _, err := dec.Write(frag); err != nil {
-			return out
+			blind = true
+			continue
 		}
 		if !end {
 			continue
 		}
 		if err := dec.Close(); err != nil {
-			return out
+			blind = true
+			continue
 		}
 		if !request {
 			continue
