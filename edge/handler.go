@@ -386,6 +386,10 @@ func plainText(reason string) string {
 		return "The request's path cannot be read: it leaves the site's root or is not encoded correctly."
 	case "bad_request":
 		return "The request is not well formed."
+	case "method_not_allowed":
+		return "This server does not take requests of that method."
+	case "ambiguous_length":
+		return "The request says its body's length two ways (Transfer-Encoding and Content-Length): it is refused, as it could be read two ways."
 	case "bad_forwarded_for":
 		return "A proxy in front of this server named the client with an X-Forwarded-For value that is not an address."
 	case "bad_request_body":
