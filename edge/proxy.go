@@ -122,7 +122,10 @@ func (h *Handler) newReverseProxy(up *upstreamTransport, bufs *bufferPool) *http
 		ErrorHandler:   h.upstreamError,
 		ModifyResponse: h.upstreamResponse,
 		BufferPool:     bufs,
-		ErrorLog:       nil,
+		// A body cut by the upstream or by the client is counted and in
+		// the request's log line; httputil's own words on it are debug,
+		// in the edge's log, not the process's standard error.
+		ErrorLog: slog.NewLogLogger(h.env.Log.Handler(), slog.LevelDebug),
 	}
 }
 
