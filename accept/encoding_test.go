@@ -49,6 +49,11 @@ func TestEncoding(t *testing.T) {
 			if got := Encoding(tt.accept, tt.offered); got != tt.want {
 				t.Errorf("Encoding(%q, %q) = %q, want %q", tt.accept, tt.offered, got, tt.want)
 			}
+			// The plain restatement agrees, so that the fuzz target's
+			// differential check (fuzz/accept) stands on a checked reference.
+			if ref := referenceEncoding(tt.accept, tt.offered); ref != tt.want {
+				t.Errorf("referenceEncoding(%q, %q) = %q, want %q", tt.accept, tt.offered, ref, tt.want)
+			}
 		})
 	}
 }

@@ -222,7 +222,7 @@ func TestSessionTicketRotation(t *testing.T) {
 			{afterRotations(3), "rotations_3", "B", false},
 		}
 		for _, s := range steps {
-			time.Sleep(start.Add(s.after).Sub(time.Now()))
+			time.Sleep(time.Until(start.Add(s.after)))
 			synctest.Wait() // both nodes have rotated
 			if got := handshake(t, chanPipe, nodes[s.node], roots, issued[s.tickets], tls.VersionTLS13); got != s.want {
 				t.Errorf("%v after the ticket: DidResume on %s = %v, want %v", s.after, s.node, got, s.want)

@@ -87,15 +87,6 @@ func (f *wasmFunc) i32(v uint32) {
 	f.code = appendSLEB(f.code, int64(int32(v)))
 }
 
-// word pushes a schedule word: a constant or a local.
-func (f *wasmFunc) word(w word) {
-	if w.name == "" {
-		f.i32(w.value)
-	} else {
-		f.get(w.name)
-	}
-}
-
 // rotx pushes rotr(x,r1) ^ rotr(x,r2) ^ (x op r3), op rotr or shr_u.
 func (f *wasmFunc) rotx(x string, r1, r2, r3 uint32, last byte) {
 	f.get(x)

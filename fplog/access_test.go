@@ -273,7 +273,7 @@ func TestAccessCombinedFail2banFilters(t *testing.T) {
 		{"botsearch", "nginx-botsearch", AccessRecord{Method: "GET", URI: "/wp-login.php", Status: 404, Bytes: 153}},
 		{"botsearch_empty_body", "nginx-botsearch", AccessRecord{Method: "HEAD", URI: "/cgi-bin/x", Status: 404}},
 		{"bad_request", "nginx-bad-request", AccessRecord{Status: 400}},
-		{"bad_request_garbage", "nginx-bad-request", AccessRecord{Method: "", Status: 400}},
+		{"bad_request_garbage", "nginx-bad-request", AccessRecord{Method: "\x16\x03\x01", Status: 400}},
 		{"badbots", "http-badbots", AccessRecord{Method: "GET", URI: "/contact", Status: 200, Bytes: 5120, UserAgent: "EmailSiphon"}},
 	}
 	for _, tt := range tests {

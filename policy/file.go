@@ -113,7 +113,7 @@ func (e *exprOrList) source() (string, error) {
 	case e.Expr == "" && len(e.All)+len(e.Any) == 0:
 		return "", errors.New("expression is empty")
 	}
-	return "", errors.New("expression can hold one of a string, all: or any:")
+	return "", errors.New("expression has more than one of a string, all: and any:")
 }
 
 func joinExprs(es []string, op string) string {
@@ -281,7 +281,7 @@ func (l *loader) top(name string, root *yaml.Node) error {
 		return l.bots(name, root, 0)
 	}
 	if root.Kind != yaml.MappingNode {
-		return fmt.Errorf("%w: %s: a policy is a mapping with bots:", ErrInvalid, at(name, root))
+		return fmt.Errorf("%w: %s: a policy is a mapping with a bots: key", ErrInvalid, at(name, root))
 	}
 	var errs []error
 	haveBots := false

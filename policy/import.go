@@ -137,7 +137,7 @@ func (l *loader) imported(name string, root *yaml.Node, depth int) error {
 		return l.bots(name, root, depth)
 	}
 	if root.Kind != yaml.MappingNode {
-		return fmt.Errorf("%w: %s: an imported file is a list of rules or has bots:", ErrImport, at(name, root))
+		return fmt.Errorf("%w: %s: an imported file is a list of rules or has a bots: key", ErrImport, at(name, root))
 	}
 	var s settings
 	var errs []error
@@ -152,7 +152,7 @@ func (l *loader) imported(name string, root *yaml.Node, depth int) error {
 		errs = append(errs, l.section(name, k, v, &s))
 	}
 	if !haveBots {
-		return fmt.Errorf("%w: %s: an imported file is a list of rules or has bots:", ErrImport, at(name, root))
+		return fmt.Errorf("%w: %s: an imported file is a list of rules or has a bots: key", ErrImport, at(name, root))
 	}
 	l.p.imported = append(l.p.imported, s)
 	return errors.Join(errs...)

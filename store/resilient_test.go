@@ -164,22 +164,6 @@ func (tr *traffic) end(t *testing.T) {
 	}
 }
 
-// awaitHealth waits until s's Health says ok, for at most limit.
-func awaitHealth(t *testing.T, s *Resilient, ok bool, limit time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		got, _, err := s.Health()
-		if got == ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Health() = %v, %v after %v; want ok = %v", got, err, limit, ok)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, bounded by the deadline
-	}
-}
-
 // runResilient starts s.Run and returns the function that stops it and
 // checks that it returned nil.
 func runResilient(t *testing.T, s *Resilient) (stop func()) {
