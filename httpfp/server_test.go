@@ -108,6 +108,11 @@ func startServerWith(t testing.TB, cfg httpfp.Config, tap bool, h http.Handler) 
 			return ctx
 		},
 	}
+	// x/net's http2.Server, deprecated for net/http's own, is still the
+	// only server of HTTP/2 over a connection that is not a *tls.Conn: the
+	// tap wraps the TLS connection, and net/http serves HTTP/2 only over
+	// a *tls.Conn it can see (or unencrypted, without Request.TLS).
+	//lint:ignore SA1019 the tapped connection is not a *tls.Conn (above)
 	h2 := &http2.Server{}
 	s := &testServer{addr: ln.Addr().String()}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -140,6 +145,7 @@ func startServerWith(t testing.TB, cfg httpfp.Config, tap bool, h http.Handler) 
 					conn, cctx = fc, httpfp.NewContext(ctx, fc)
 				}
 				if proto == httpfp.H2 {
+					//lint:ignore SA1019 the tapped connection is not a *tls.Conn (see h2)
 					h2.ServeConn(conn, &http2.ServeConnOpts{Context: cctx, BaseConfig: h1, Handler: h})
 					return
 				}

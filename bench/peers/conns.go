@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/http2"
 )
 
 // sources are the client addresses connections come from: 127.0.0.2 and
@@ -154,28 +152,24 @@ func holdIdle(ctx context.Context, f *front, n int, h2 bool) (idleResult, error)
 	if h2 {
 		conf.NextProtos = []string{"h2"}
 	}
-	tr := &http2.Transport{}
 	for i := range n {
+		if h2 {
+			cc, err := dialH2(ctx, f.addr, i, conf)
+			if err != nil {
+				return idleResult{}, fmt.Errorf("connection %d: %w", i, err)
+			}
+			closers = append(closers, cc)
+			if err := getH2(ctx, cc); err != nil {
+				return idleResult{}, fmt.Errorf("connection %d: %w", i, err)
+			}
+			continue
+		}
 		c, err := dial(ctx, f.addr, i, conf)
 		if err != nil {
 			return idleResult{}, fmt.Errorf("connection %d: %w", i, err)
 		}
 		closers = append(closers, c)
-		if !h2 {
-			if err := getH1(c, bufio.NewReaderSize(c, 4096), false); err != nil {
-				return idleResult{}, fmt.Errorf("connection %d: %w", i, err)
-			}
-			continue
-		}
-		if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
-			return idleResult{}, fmt.Errorf("connection %d: ALPN %q, not h2", i, p)
-		}
-		cc, err := tr.NewClientConn(c)
-		if err != nil {
-			return idleResult{}, err
-		}
-		closers = append(closers, cc)
-		if err := getH2(ctx, cc); err != nil {
+		if err := getH1(c, bufio.NewReaderSize(c, 4096), false); err != nil {
 			return idleResult{}, fmt.Errorf("connection %d: %w", i, err)
 		}
 	}
@@ -186,7 +180,27 @@ func holdIdle(ctx context.Context, f *front, n int, h2 bool) (idleResult, error)
 	return idleResult{conns: n, before: before, rss: after}, nil
 }
 
-func getH2(ctx context.Context, cc *http2.ClientConn) error {
+// dialH2 opens connection i to addr as dial does and speaks HTTP/2 on it,
+// with net/http's own client connection (one Transport per connection:
+// its DialTLSContext hands over this one socket).
+func dialH2(ctx context.Context, addr string, i int, conf *tls.Config) (*http.ClientConn, error) {
+	tr := &http.Transport{Protocols: new(http.Protocols),
+		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := dial(ctx, addr, i, conf)
+			if err != nil {
+				return nil, err
+			}
+			if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
+				c.Close()
+				return nil, fmt.Errorf("ALPN %q, not h2", p)
+			}
+			return c, nil
+		}}
+	tr.Protocols.SetHTTP2(true)
+	return tr.NewClientConn(ctx, "https", addr)
+}
+
+func getH2(ctx context.Context, cc *http.ClientConn) error {
 	req, _ := http.NewRequestWithContext(ctx, "GET", "https://localhost/", nil)
 	req.Header.Set("User-Agent", userAgent)
 	res, err := cc.RoundTrip(req)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go/http3"
-	"golang.org/x/net/http2"
 )
 
 // Prober is the honest client, from 127.0.0.1: it asks the edge for a
@@ -26,7 +25,7 @@ type Prober struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	h1     *http.Transport
-	h2     *http2.Transport
+	h2     *http.Transport // HTTP/2 only
 
 	born  time.Time // when it started
 	mu    sync.Mutex
@@ -82,8 +81,9 @@ func StartProber(t Target, every time.Duration) *Prober {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Prober{t: t, cancel: cancel, born: time.Now(), stop: make(chan struct{}), took: map[string][]time.Duration{},
 		h1: &http.Transport{TLSClientConfig: t.tlsConfig("http/1.1"), DisableKeepAlives: true, DisableCompression: true},
-		h2: &http2.Transport{TLSClientConfig: t.tlsConfig("h2"), DisableCompression: true},
+		h2: &http.Transport{TLSClientConfig: t.tlsConfig("h2"), DisableCompression: true, Protocols: new(http.Protocols)},
 	}
+	p.h2.Protocols.SetHTTP2(true)
 	p.wg.Go(func() {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
