@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go/http3"
-	"golang.org/x/net/http2"
 
 	"github.com/maatproxy/maat/internal/testacme"
 )
@@ -109,10 +108,10 @@ sites: [{hosts: [site.test, www.site.test], upstream: %s}]
 	}
 	clients := map[string]*http.Client{
 		"HTTP/1.1": {Transport: &http.Transport{DialContext: dial, TLSClientConfig: tlsFor("site.test", "http/1.1")}},
-		"HTTP/2.0": {Transport: &http2.Transport{TLSClientConfig: tlsFor("site.test", "h2"),
-			DialTLSContext: func(ctx context.Context, _, _ string, c *tls.Config) (net.Conn, error) {
-				return (&tls.Dialer{Config: c}).DialContext(ctx, "tcp", addr)
-			}}},
+		"HTTP/2.0": {Transport: h2Transport(&http.Transport{
+			DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&tls.Dialer{Config: tlsFor("site.test", "h2")}).DialContext(ctx, "tcp", addr)
+			}})},
 		"HTTP/3.0": {Transport: &http3.Transport{TLSClientConfig: tlsFor("site.test")}},
 	}
 	for proto, c := range clients {

@@ -92,7 +92,7 @@ func benchmarkProxy(b *testing.B, proto string) {
 			CloseIdleConnections()
 		} = &http.Transport{TLSClientConfig: clientTLS, MaxIdleConnsPerHost: 64}
 		if proto == "h2" {
-			tr = &http2.Transport{TLSClientConfig: clientTLS}
+			tr = h2Transport(&http.Transport{TLSClientConfig: clientTLS})
 		}
 		defer tr.CloseIdleConnections()
 		c := &http.Client{Transport: tr}

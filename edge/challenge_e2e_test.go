@@ -459,8 +459,11 @@ func decodeBody(t *testing.T, res *http.Response, b []byte) string {
 }
 
 // utlsClient is an HTTP/2 client (net/http's framing) over a utls
-// ClientHello.
+// ClientHello. It stays on x/net's deprecated http2.Transport: net/http's
+// own speaks HTTP/2 over TLS only on a crypto/tls *tls.Conn, whose ALPN it
+// reads, and a utls connection is not one.
 func utlsClient(t *testing.T, e *testEdge, id utls.ClientHelloID) *http.Client {
+	//lint:ignore SA1019 a utls connection is not a *tls.Conn (above)
 	tr := &http2.Transport{DialTLSContext: func(ctx context.Context, _, _ string, _ *tls.Config) (net.Conn, error) {
 		c, _, err := testclient.Dial(ctx, e.Addrs().HTTPS, id, "localhost")
 		return c, err

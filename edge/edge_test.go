@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go/http3"
-	"golang.org/x/net/http2"
 )
 
 // testEdge starts an edge on loopback with the given sites (YAML) and returns
@@ -112,7 +111,7 @@ func (e *testEdge) client(t *testing.T, proto string) *http.Client {
 	case "h1":
 		rt = &http.Transport{TLSClientConfig: e.tlsConfig("http/1.1"), ForceAttemptHTTP2: false, DisableCompression: true}
 	case "h2":
-		rt = &http2.Transport{TLSClientConfig: e.tlsConfig("h2"), DisableCompression: true}
+		rt = h2Transport(&http.Transport{TLSClientConfig: e.tlsConfig("h2"), DisableCompression: true})
 	case "h3":
 		tr := &http3.Transport{TLSClientConfig: e.tlsConfig()}
 		t.Cleanup(func() { _ = tr.Close() })
@@ -120,6 +119,14 @@ func (e *testEdge) client(t *testing.T, proto string) *http.Client {
 	}
 	return &http.Client{Transport: rt, Timeout: 20 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// h2Transport makes tr speak HTTP/2 only, as x/net's http2.Transport
+// did before net/http's own took its place.
+func h2Transport(tr *http.Transport) *http.Transport {
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP2(true)
+	return tr
 }
 
 func (e *testEdge) url(path string) string { return e.base + path }

@@ -199,6 +199,9 @@ func TestJA4EndToEnd(t *testing.T) {
 			req, _ := http.NewRequest("GET", "https://localhost"+path, nil)
 			var res *http.Response
 			if conn.ConnectionState().NegotiatedProtocol == "h2" {
+				// x/net's deprecated client: net/http's own speaks HTTP/2
+				// over TLS only on a crypto/tls *tls.Conn, not utls's.
+				//lint:ignore SA1019 a utls connection is not a *tls.Conn
 				cc, err := (&http2.Transport{}).NewClientConn(conn)
 				if err != nil {
 					t.Fatal(err)
