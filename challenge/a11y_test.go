@@ -98,7 +98,7 @@ func screenshotsAndAxe(t *testing.T, browser context.Context, base string) {
 
 // waitProgress waits until the solver shows its speed.
 func waitProgress(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, pageTimeout)
 	defer cancel()
 	for {
 		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById('maat-speed') || {}).textContent || ''`))
@@ -167,7 +167,7 @@ type axeViolation struct {
 // violations (WCAG 2.0–2.2 A and AA rules and best practices).
 func checkAxe(t *testing.T, tab context.Context, src, what string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, 20*time.Second)
+	ctx, cancel := context.WithTimeout(tab, pageTimeout)
 	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](src)); err != nil {
 		t.Fatalf("%s: load axe: %v", what, err)

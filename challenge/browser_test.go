@@ -27,12 +27,14 @@ import (
 // site is a miniature edge: /.maat/ to the challenger, a valid pass to the
 // "upstream", everything else challenged. Paths choose the challenge:
 // /refresh/… metarefresh, /slow/… a PoW too hard to finish (falls back to the
-// wait), /shot/… a PoW too hard to finish before a screenshot, /bits/N/… a PoW
-// of N bits, /nowait/… a PoW without the wait, /deny the deny page; anything
-// else a PoW of 16 bits with a wait of a second offered.
+// wait), /shot/… a PoW too hard to finish, which stays on its page while the
+// test looks at it, /bits/N/… a PoW of N bits, /nowait/… a PoW without the
+// wait, /deny the deny page; anything else a PoW of 16 bits with a wait of a
+// second offered.
 type site struct {
 	c          *Challenger
 	slow       *Challenger // gives up solving after a second
+	shot       *Challenger // gives up solving after an hour
 	srv        *httptest.Server
 	challenges atomic.Int32
 	upstream   atomic.Int32
@@ -51,6 +53,15 @@ func newSite(t testing.TB) *site {
 		cfg.Now = nil
 		cfg.Wait = time.Second
 		cfg.SolveTimeout = time.Second
+		cfg.Messages = msgs
+	})
+	// At its solve timeout a page that offers a wait leaves for it: with
+	// the default, 20 s, a screenshot or a search taken on a loaded machine
+	// could find another page than the one it came for.
+	s.shot, _ = newTest(t, func(cfg *Config) {
+		cfg.Now = nil
+		cfg.Wait = time.Second
+		cfg.SolveTimeout = time.Hour
 		cfg.Messages = msgs
 	})
 	client := func(r *http.Request) Client {
@@ -80,7 +91,7 @@ func newSite(t testing.TB) *site {
 		case strings.HasPrefix(p, "/slow/"):
 			spec.Bits, c = 34, s.slow
 		case strings.HasPrefix(p, "/shot/"):
-			spec.Bits = 34
+			spec.Bits, c = 34, s.shot
 		case strings.HasPrefix(p, "/bits/"):
 			n, _ := strconv.Atoi(strings.SplitN(p, "/", 4)[2])
 			spec.Bits = n
@@ -158,10 +169,15 @@ func sameJarTab(t *testing.T, tab context.Context) context.Context {
 	return other
 }
 
+// pageTimeout bounds a wait for a page only against a hang: a page that
+// takes a second alone can take twenty on a loaded 2-core machine, with
+// the race detector and other browsers' tabs.
+const pageTimeout = time.Minute
+
 // waitUpstream waits until the tab shows the upstream's page and returns
 // its location. It survives the navigations on the way.
-func waitUpstream(ctx context.Context, timeout time.Duration) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func waitUpstream(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, pageTimeout)
 	defer cancel()
 	for {
 		loc, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('upstream') ? location.href : ''`))
@@ -200,7 +216,7 @@ func TestBrowser(t *testing.T) {
 		if err := navigate(tab, base+"/wiki/Main_Page?action=view&x=%C3%A9"); err != nil {
 			t.Fatal(err)
 		}
-		loc, err := waitUpstream(tab, 20*time.Second)
+		loc, err := waitUpstream(tab)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +228,7 @@ func TestBrowser(t *testing.T) {
 			if err := navigate(tab, base+p); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := waitUpstream(tab, 5*time.Second); err != nil {
+			if _, err := waitUpstream(tab); err != nil {
 				t.Fatalf("%s after passing: %v", p, err)
 			}
 		}
@@ -231,7 +247,7 @@ func TestBrowser(t *testing.T) {
 		if err := chromedp.Do(tab, noJS, chromedp.Navigate(base+"/nojs/page")); err != nil {
 			t.Fatal(err)
 		}
-		if loc, err := waitUpstream(tab, 15*time.Second); err != nil || !strings.HasSuffix(loc, "/nojs/page") {
+		if loc, err := waitUpstream(tab); err != nil || !strings.HasSuffix(loc, "/nojs/page") {
 			t.Fatalf("landed on %q: %v", loc, err)
 		}
 	})
@@ -246,7 +262,7 @@ func TestBrowser(t *testing.T) {
 		if err := chromedp.Do(first, noJS, chromedp.Navigate(base+"/continue/1")); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := waitUpstream(first, 15*time.Second); err != nil {
+		if _, err := waitUpstream(first); err != nil {
 			t.Fatal(err)
 		}
 		second := newTab(t, browser)
@@ -256,7 +272,7 @@ func TestBrowser(t *testing.T) {
 		if err := chromedp.Do(second, chromedp.Click(chromedp.CSS("a.button"))); err != nil {
 			t.Fatal(err)
 		}
-		if loc, err := waitUpstream(second, 15*time.Second); err != nil || !strings.HasSuffix(loc, "/continue/2") {
+		if loc, err := waitUpstream(second); err != nil || !strings.HasSuffix(loc, "/continue/2") {
 			t.Fatalf("landed on %q: %v", loc, err)
 		}
 	})
@@ -288,7 +304,7 @@ func TestBrowser(t *testing.T) {
 		if err := chromedp.Do(tab, noWasm, chromedp.Navigate(base+"/nowasm/page")); err != nil {
 			t.Fatal(err)
 		}
-		if loc, err := waitUpstream(tab, 20*time.Second); err != nil || !strings.HasSuffix(loc, "/nowasm/page") {
+		if loc, err := waitUpstream(tab); err != nil || !strings.HasSuffix(loc, "/nowasm/page") {
 			t.Fatalf("landed on %q: %v", loc, err)
 		}
 	})
@@ -299,7 +315,7 @@ func TestBrowser(t *testing.T) {
 		if err := navigate(tab, base+"/nowait/page"); err != nil {
 			t.Fatal(err)
 		}
-		if loc, err := waitUpstream(tab, 20*time.Second); err != nil || !strings.HasSuffix(loc, "/nowait/page") {
+		if loc, err := waitUpstream(tab); err != nil || !strings.HasSuffix(loc, "/nowait/page") {
 			t.Fatalf("landed on %q: %v", loc, err)
 		}
 	})
@@ -319,7 +335,7 @@ func TestBrowser(t *testing.T) {
 		if err := chromedp.Do(tab, chromedp.Click(chromedp.CSS("a.button"))); err != nil {
 			t.Fatal(err)
 		}
-		if loc, err := waitUpstream(tab, 20*time.Second); err != nil || !strings.HasSuffix(loc, "/back/page") {
+		if loc, err := waitUpstream(tab); err != nil || !strings.HasSuffix(loc, "/back/page") {
 			t.Fatalf("landed on %q: %v", loc, err)
 		}
 	})
@@ -330,7 +346,7 @@ func TestBrowser(t *testing.T) {
 		if err := navigate(tab, base+"/refresh/page"); err != nil {
 			t.Fatal(err)
 		}
-		if loc, err := waitUpstream(tab, 15*time.Second); err != nil || !strings.HasSuffix(loc, "/refresh/page") {
+		if loc, err := waitUpstream(tab); err != nil || !strings.HasSuffix(loc, "/refresh/page") {
 			t.Fatalf("landed on %q: %v", loc, err)
 		}
 	})
@@ -341,7 +357,7 @@ func TestBrowser(t *testing.T) {
 		if err := navigate(tab, base+"/slow/page"); err != nil {
 			t.Fatal(err)
 		}
-		if loc, err := waitUpstream(tab, 15*time.Second); err != nil || !strings.HasSuffix(loc, "/slow/page") {
+		if loc, err := waitUpstream(tab); err != nil || !strings.HasSuffix(loc, "/slow/page") {
 			t.Fatalf("landed on %q: %v", loc, err)
 		}
 	})
@@ -359,7 +375,7 @@ func TestBrowser(t *testing.T) {
 					errs[i] = err
 					return
 				}
-				loc, err := waitUpstream(tab, 20*time.Second)
+				loc, err := waitUpstream(tab)
 				if err == nil && !strings.HasSuffix(loc, p) {
 					err = fmt.Errorf("landed on %s", loc)
 				}
