@@ -437,17 +437,27 @@ func (c deafConn) ReadFrom(p []byte) (int, net.Addr, error) {
 // limits.quic_handshakes at most (beyond, new clients must answer a
 // Retry, which spoofed addresses cannot), each is counted as failed when it
 // times out, and an honest HTTP/3 client still connects meanwhile.
+//
+// The flood comes from another address than the honest client's: once the
+// honest handshake completes, its address is seen and skips the Retry up
+// to twice the limit (TestQUICSeenAddressFloodBounded), so a flood from
+// the same address would rightly reach 4 as soon as its clients resend
+// their Initials, which on a loaded machine they do before the check.
+// The handshake timeout, 5 s (quic-go allows twice that for a whole
+// handshake), is what the honest client's handshake, Retry included, must
+// finish within on a loaded machine: with four runs of the test and two
+// CPU hogs at once, 1 s and then 3 s were not always enough.
 func TestQUICHandshakesBounded(t *testing.T) {
 	t.Parallel()
 	up := newRawUpstream(t)
-	e := startEdge(t, "limits: {quic_handshakes: 2}\ntimeouts: {handshake: 1s}\npolicy: \"\"\n"+
+	e := startEdge(t, "limits: {quic_handshakes: 2}\ntimeouts: {handshake: 5s}\npolicy: \"\"\n"+
 		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for range 12 {
-		udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 4, 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -456,8 +466,12 @@ func TestQUICHandshakesBounded(t *testing.T) {
 		raddr, _ := net.ResolveUDPAddr("udp", e.Addrs().HTTP3)
 		wg.Go(func() { _, _ = tr.Dial(ctx, raddr, e.tlsConfig("h3"), &quic.Config{}) })
 	}
-	waitFor(t, 5*time.Second, func() bool { return e.Server.quicHS.Load() >= 2 })
-	if n := e.Server.quicHS.Load(); n != 2 {
+	if !waitFor(t, 30*time.Second, func() bool { return e.Server.quicHS.Load() >= 2 }) {
+		t.Fatalf("%d handshakes in progress, want them to pile up to the limit, 2", e.Server.quicHS.Load())
+	}
+	// Each abandoned one times out and another takes its place, so the
+	// count may dip below the limit here, never rise above.
+	if n := e.Server.quicHS.Load(); n > 2 {
 		t.Errorf("%d handshakes in progress, want the limit, 2", n)
 	}
 	if res, _ := get(t, e.client(t, "h3"), e.url("/honest"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 {
@@ -467,7 +481,7 @@ func TestQUICHandshakesBounded(t *testing.T) {
 		t.Errorf("%d handshakes in progress after the honest one, want at most 2", n)
 	}
 	cancel()
-	if !waitFor(t, 10*time.Second, func() bool { return e.Server.quicHS.Load() == 0 }) {
+	if !waitFor(t, 30*time.Second, func() bool { return e.Server.quicHS.Load() == 0 }) {
 		t.Errorf("%d handshakes still counted after their timeout", e.Server.quicHS.Load())
 	}
 	m := e.Server.metrics.handshakes
