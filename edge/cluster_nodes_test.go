@@ -93,9 +93,25 @@ func newCluster(t *testing.T, names ...string) *cluster {
 	return c
 }
 
+// clusterStoreTimeout is how long the nodes' requests wait for Redis in one
+// call, instead of store.DefaultTimeout's 50 ms: on this shared 2-core
+// machine under the race detector, a call often waited longer than that
+// for a CPU, and the node's store turned degraded for a moment in each of
+// the three attempts the sharing phases make (see attempts). A second is
+// past any such wait, and Redis paused or killed is still noticed.
+const clusterStoreTimeout = time.Second
+
 // startNode starts a node that reaches Redis at storeURL, with a directory
-// of its own (certificate cache, secret file, fingerprint log).
+// of its own (certificate cache, secret file, fingerprint log), whose
+// requests wait clusterStoreTimeout for Redis.
 func (c *cluster) startNode(name, storeURL string) *clusterNode {
+	c.t.Helper()
+	return c.startNodeWith(name, storeURL, clusterStoreTimeout)
+}
+
+// startNodeWith is startNode with the requests' wait for Redis in one
+// call (0: store.DefaultTimeout).
+func (c *cluster) startNodeWith(name, storeURL string, storeTimeout time.Duration) *clusterNode {
 	t := c.t
 	t.Helper()
 	dir := filepath.Join(c.dir, name)
@@ -123,6 +139,7 @@ log: { fingerprints: %s }
 	if err != nil {
 		t.Fatalf("%s: config: %v", name, err)
 	}
+	cfg.Store.timeout = storeTimeout
 	if n.Server, err = New(cfg, slog.New(slog.NewJSONHandler(n.log, nil))); err != nil {
 		t.Fatalf("%s: New: %v", name, err)
 	}

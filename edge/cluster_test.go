@@ -193,12 +193,12 @@ func (c *cluster) lockHolderDies(t *testing.T) (*clusterNode, *clusterNode) {
 }
 
 // farFromRedis: a node 200 ms from Redis (each command) is too far for
-// requests, which wait 50 ms, so its store says degraded; but its
-// certificates wait, and it reads both names from Redis instead of
-// ordering them again.
+// requests, which wait 50 ms (store.DefaultTimeout, as in production), so
+// its store says degraded; but its certificates wait, and it reads both
+// names from Redis instead of ordering them again.
 func (c *cluster) farFromRedis(t *testing.T) {
 	a, b := c.names[0], c.names[1]
-	slow := c.startNode("node4", newRedisPath(t, c.redis.Addr(), 200*time.Millisecond).url())
+	slow := c.startNodeWith("node4", newRedisPath(t, c.redis.Addr(), 200*time.Millisecond).url(), 0)
 	defer func() {
 		_ = slow.Shutdown(t.Context())
 		c.front.remove(slow.Addrs().HTTPS)
@@ -276,10 +276,11 @@ func storesAre(nodes []*clusterNode, state string) bool {
 }
 
 // attempts runs try until it reports a result that counts: one during which
-// no node's store changed state. The request store gives Redis 50 ms a
-// call; on this shared 2-core machine under the race detector a call can
-// wait longer for a CPU, and the node then serves from its own memory for
-// a moment, as it must: a mark or a count made in that moment is not
+// no node's store changed state. The request store gives Redis a second a
+// call here (clusterStoreTimeout; 50 ms in production); on this shared
+// 2-core machine under the race detector a call can still wait longer for
+// a CPU, and the node then serves from its own memory for a moment, as it
+// must: a mark or a count made in that moment is not
 // shared, so what try checks of sharing does not hold then. Such an attempt
 // is repeated, with fresh tokens and clients; three in a row fail the test.
 func (c *cluster) attempts(t *testing.T, nodes []*clusterNode, try func(attempt int) (check func())) {
@@ -420,7 +421,7 @@ func (c *cluster) startTraffic(nodes []*clusterNode, cookie *http.Cookie) *traff
 		tr.wg.Go(func() {
 			// Paced, as visitors are: a loop as fast as it can go would
 			// starve the nodes of this 2-core machine's CPU, and a Redis
-			// call that waits past the store's 50 ms for a CPU counts as
+			// call that waits past the store's wait for a CPU counts as
 			// Redis gone.
 			tick := time.NewTicker(trafficEvery)
 			defer tick.Stop()

@@ -287,6 +287,9 @@ type DivertTarget struct {
 type StoreConfig struct {
 	Kind string `yaml:"kind"` // memory | redis; default memory
 	URL  string `yaml:"url"`  // redis://host:port/db
+	// timeout replaces store.DefaultTimeout, the wait for Redis in one
+	// request's call, when set (tests).
+	timeout time.Duration
 }
 
 // LogConfig configures logs.

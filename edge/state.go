@@ -42,6 +42,7 @@ func openStore(cfg StoreConfig, log *slog.Logger) (storeCloser, *store.Resilient
 		return nil, nil, &ConfigError{Key: "store.url", Err: err}
 	}
 	res, err := store.NewResilient(r, store.NewMemory(), store.ResilientConfig{
+		Timeout: cfg.timeout,
 		OnStateChange: func(degraded bool, err error) {
 			if degraded {
 				log.LogAttrs(context.Background(), slog.LevelError, "store_degraded",
