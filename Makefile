@@ -56,6 +56,7 @@ deps:
 check:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 	$(GO) mod tidy -diff
 
 # unit runs every test under the race detector: the edge is built of lock-free
