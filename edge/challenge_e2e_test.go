@@ -468,6 +468,7 @@ func utlsClient(t *testing.T, e *testEdge, id utls.ClientHelloID) *http.Client {
 		c, _, err := testclient.Dial(ctx, e.Addrs().HTTPS, id, "localhost")
 		return c, err
 	}}
+	//lint:ignore SA1019 tr is x/net's (above)
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 20 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

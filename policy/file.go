@@ -113,7 +113,7 @@ func (e *exprOrList) source() (string, error) {
 	case e.Expr == "" && len(e.All)+len(e.Any) == 0:
 		return "", errors.New("expression is empty")
 	}
-	return "", errors.New("expression has more than one of a string, all: and any:")
+	return "", errors.New("expression has more than one of all:, any: and a string")
 }
 
 func joinExprs(es []string, op string) string {
