@@ -261,9 +261,9 @@ type readConn struct {
 func (c readConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // serverFrames reads wire through a Conn with x/net's framer, as x/net's
-// server does, and returns how many frames it read and the error that
-// ended it.
-func serverFrames(t *testing.T, wire []byte, cfg Config) (int, error, *Conn) {
+// server does, and returns how many frames it read, the Conn, and the
+// error that ended it.
+func serverFrames(t *testing.T, wire []byte, cfg Config) (int, *Conn, error) {
 	t.Helper()
 	c := NewConn(readConn{r: bytes.NewReader(wire)}, H2, cfg)
 	if _, err := io.ReadFull(c, make([]byte, len(h2Preface))); err != nil {
@@ -274,7 +274,7 @@ func serverFrames(t *testing.T, wire []byte, cfg Config) (int, error, *Conn) {
 	n := 0
 	for {
 		if _, err := fr.ReadFrame(); err != nil {
-			return n, err, c
+			return n, c, err
 		}
 		n++
 	}
@@ -332,7 +332,7 @@ func TestH2TapBoundsHeaderBlocks(t *testing.T) {
 			cl := newH2Client()
 			cl.fr.WriteSettings()
 			tt.write(cl)
-			n, err, c := serverFrames(t, cl.buf.Bytes(), Config{MaxHeaderBytes: tt.max})
+			n, c, err := serverFrames(t, cl.buf.Bytes(), Config{MaxHeaderBytes: tt.max})
 			if !tt.cut {
 				if err != io.EOF || c.Err() != nil || c.Pending() != 1 {
 					t.Fatalf("after %d frames: %v (tap: %v), %d fingerprints; want EOF and 1", n, err, c.Err(), c.Pending())
