@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 )
 
 // scriptedUpstream answers each request with the bytes its script gives,
@@ -474,14 +472,11 @@ func TestTLSResumption(t *testing.T) {
 				}
 				// A request, whose answer also brings the TLS 1.3 tickets.
 				if proto == "h2" {
-					tr := &http2.Transport{}
-					cc, err := tr.NewClientConn(c)
-					if err != nil {
-						t.Fatal(err)
-					}
+					// net/http's HTTP/2 client on this very connection.
+					tr := h2Transport(&http.Transport{DialTLSContext: func(context.Context, string, string) (net.Conn, error) { return c, nil }})
 					req, _ := http.NewRequest("GET", "https://localhost/", nil)
 					req.Header.Set("User-Agent", "curl/8.5.0")
-					res, err := cc.RoundTrip(req)
+					res, err := tr.RoundTrip(req)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -490,7 +485,7 @@ func TestTLSResumption(t *testing.T) {
 					if res.StatusCode != 200 {
 						t.Errorf("connection %d: %d", i, res.StatusCode)
 					}
-					cc.Close()
+					tr.CloseIdleConnections()
 				} else {
 					_, _ = io.WriteString(c, fmt.Sprintf(getReq, i))
 					res, err := http.ReadResponse(bufio.NewReader(c), nil)

@@ -21,8 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/maatproxy/maat/internal/testenv"
 )
 
@@ -167,15 +165,16 @@ func h2specBinary(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-// plainH2Server starts x/net's HTTP/2 server alone, as http2.ConfigureServer
-// sets it up, behind TLS on loopback, and returns its address.
+// plainH2Server starts net/http's HTTP/2 server alone, behind TLS on
+// loopback, and returns its address.
 func plainH2Server(t *testing.T) string {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(h2specAnswer))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the connection errors h2spec provokes on purpose
-	if err := http2.ConfigureServer(srv.Config, &http2.Server{}); err != nil {
-		t.Fatal(err)
-	}
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetHTTP2(true)
+	srv.EnableHTTP2 = true
 	srv.TLS = &tls.Config{NextProtos: []string{"h2", "http/1.1"}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)

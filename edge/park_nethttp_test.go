@@ -17,9 +17,8 @@ type recordConn struct {
 	net.Conn
 	eof bool // end the wait for the next request with io.EOF
 
-	mu      sync.Mutex
-	calls   []string
-	waiting bool // ConnState(StateIdle), then SetReadDeadline, seen
+	mu    sync.Mutex
+	calls []string
 }
 
 func (c *recordConn) add(call string) {
