@@ -82,7 +82,7 @@ import (
 // 13.5 KB at 250 ms: the memory the connections not yet parked took stays
 // with the process. A hand-over costs a connection a few microseconds, and
 // nothing measurable per request after it.) HTTP/2 connections are not
-// parked: net/http's HTTP/2 server has no supported way to let go of a
+// parked: x/net's HTTP/2 server has no supported way to let go of a
 // connection and take it up again.
 const defaultParkAfter = 250 * time.Millisecond
 

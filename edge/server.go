@@ -15,6 +15,8 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
+	"golang.org/x/net/http2"
+
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
@@ -43,11 +45,11 @@ type Server struct {
 
 	h1   *http.Server
 	h1ln *chanListener
-	h2ln *chanListener
-	h2   *http.Server // HTTP/2 connections (h2Conn), net/http's own HTTP/2
-	h3   *http3.Server
-	web  *http.Server // :80
-	adm  *http.Server
+	//lint:ignore SA1019 x/net's, not Go 1.26's net/http one: see New
+	h2  *http2.Server
+	h3  *http3.Server
+	web *http.Server // :80
+	adm *http.Server
 
 	addrs  Addrs
 	altSvc string
@@ -205,31 +207,24 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 		ConnContext:       connContext,
 		ConnState:         s.connState,
 	}
-	var h1 http.Protocols
-	h1.SetHTTP1(true)
-	s.h1.Protocols = &h1
-	// HTTP/2 is served by net/http's own server, on connections that
-	// negotiated h2 by ALPN, through its supported prior-knowledge entry
-	// (see h2Conn). Frames of at most 16 KiB, the protocol's least (RFC
-	// 9113, section 4.2), as nginx: net/http would take 1 MiB, and the
-	// buffer a connection reads a frame into keeps the size of the largest
-	// it met, for as long as the connection lives.
-	var h2 http.Protocols
-	h2.SetUnencryptedHTTP2(true)
-	s.h2 = &http.Server{
-		Handler:           s.h1.Handler,
-		ReadHeaderTimeout: t.ReadHeader.D(),
-		IdleTimeout:       t.Idle.D(),
-		MaxHeaderBytes:    cfg.Limits.HeaderBytes,
-		ErrorLog:          s.h1.ErrorLog,
-		ConnContext:       connContext,
-		ConnState:         s.connState,
-		Protocols:         &h2,
-		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams:      cfg.Limits.H2Streams,
-			MaxReadFrameSize:          h2MaxFrame,
-			MaxDecoderHeaderTableSize: h2DecoderTable,
-		},
+	// HTTP/2 is x/net's server, given each connection that negotiated h2
+	// by ALPN (ServeConn: net/http serves HTTP/2 only on a *tls.Conn, and
+	// the fingerprint tap wraps it). x/net deprecates it for net/http's
+	// own, but Go 1.26's net/http server races on its HPACK encoder when a
+	// client changes SETTINGS_HEADER_TABLE_SIZE mid-connection and sends
+	// corrupt header blocks (TestH2HeaderTableSizeMidConnection), where
+	// x/net v0.63's own server, used below Go 1.27, waits for its writes;
+	// from Go 1.27 x/net hands ServeConn to net/http's fixed server.
+	// Frames of at most 16 KiB, the protocol's least (RFC 9113, section
+	// 4.2), as nginx: x/net would take 1 MiB, and the buffer a connection
+	// reads a frame into keeps the size of the largest it met, for as long
+	// as the connection lives.
+	//lint:ignore SA1019 x/net's server on purpose: see above
+	s.h2 = &http2.Server{IdleTimeout: t.Idle.D(), MaxConcurrentStreams: uint32(cfg.Limits.H2Streams), MaxReadFrameSize: h2MaxFrame, MaxDecoderHeaderTableSize: h2DecoderTable}
+	//lint:ignore SA1019 as above; it sends GOAWAY on every HTTP/2 connection at Shutdown
+	if err := http2.ConfigureServer(s.h1, s.h2); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("edge: http2: %w", err)
 	}
 	return s, nil
 }
@@ -238,7 +233,7 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 const h2MaxFrame = 16 << 10
 
 // h2DecoderTable is the HPACK dynamic table a client may have the edge
-// keep: net/http's default, which s.h2 keeps.
+// keep: x/net's default, which s.h2 keeps.
 const h2DecoderTable = 4096
 
 func certsConfig(cfg *Config) certs.Config {
@@ -404,10 +399,8 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	s.h1ln = newChanListener(ln.Addr())
-	s.h2ln = newChanListener(ln.Addr())
 	s.poller = startPoller()
 	s.group.Go("http1", func() error { return serveErr(s.h1.Serve(s.h1ln)) })
-	s.group.Go("http2", func() error { return serveErr(s.h2.Serve(s.h2ln)) })
 	s.group.Go("https_accept", func() error { s.acceptTLS(tcp); return nil })
 	s.group.Go("certificates", func() error { return s.certs.Run(s.bg) })
 	if s.shared != nil {
@@ -529,8 +522,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		})
 	}
 	if s.h1 != nil {
-		shut(s.h1.Shutdown)
-		shut(s.h2.Shutdown) // sends GOAWAY on every HTTP/2 connection
+		shut(s.h1.Shutdown) // also sends GOAWAY on every HTTP/2 connection (ConfigureServer)
 	}
 	if s.h3 != nil {
 		shut(s.h3.Shutdown)
@@ -554,7 +546,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	if s.h1 != nil {
 		_ = s.h1.Close()
-		_ = s.h2.Close()
 	}
 	if s.h3 != nil {
 		_ = s.h3.Close()
@@ -655,8 +646,8 @@ func (s *Server) Serve(ctx context.Context) error {
 // The Handler takes the request's fingerprint from the connection
 // (httpfp.FromRequest) before anything edits the request's headers, where
 // httpfp.Handler would take it into a copy of the request. net/http sets
-// r.TLS itself for HTTP/1 (the tapped connection has a ConnectionState
-// method); for HTTP/2 it is the connection's, from its context (h2Conn).
+// and x/net set r.TLS themselves: the tapped connection has a
+// ConnectionState method.
 //
 // Every request is counted until its handler returns (Shutdown waits for
 // the count), and a websocket's connection, hijacked from net/http, is
@@ -666,9 +657,6 @@ func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.requests.leave()
-	if r.TLS == nil {
-		r.TLS, _ = r.Context().Value(tlsStateKey{}).(*tls.ConnectionState)
-	}
 	if s.altSvc != "" {
 		w.Header()["Alt-Svc"] = []string{s.altSvc}
 	}

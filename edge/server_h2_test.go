@@ -15,21 +15,21 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// The HTTP/2 path rests on these behaviours of net/http (server_tcp.go,
-// h2Conn), each pinned here:
-//   - a Server whose Protocols has only UnencryptedHTTP2 serves HTTP/2 on
-//     a connection without a ConnectionState method, having read the
-//     client preface itself, and sends its SETTINGS first;
-//   - it leaves Request.TLS nil there, and serveTCP sets it from the
-//     connection's context, so the handler sees a TLS request (scheme,
-//     X-Forwarded-Proto, the JA4 under the tap);
-//   - such a Server does not speak HTTP/1 on that connection;
-//   - the HTTP/1 Server (Protocols: HTTP1 only) does not take an h2c
-//     preface on a TLS connection that negotiated http/1.1.
+// The HTTP/2 path rests on these behaviours (server_tcp.go, serveH2),
+// each pinned here or beside:
+//   - x/net's ServeConn serves HTTP/2 on the tapped TLS connection and sets
+//     Request.TLS from its ConnectionState, so the handler sees a TLS
+//     request (scheme, X-Forwarded-Proto, the JA4 under the tap);
+//   - it does not speak HTTP/1 on that connection;
+//   - the HTTP/1 server does not take an h2c preface on a TLS connection
+//     that negotiated http/1.1;
+//   - a SETTINGS_HEADER_TABLE_SIZE mid-connection leaves every header
+//     block whole (TestH2HeaderTableSizeMidConnection), which Go 1.26's
+//     net/http server does not.
 
-// TestH2ServedByNetHTTP: a request over ALPN h2 is served as HTTP/2, with
+// TestH2Served: a request over ALPN h2 is served as HTTP/2, with
 // the connection's TLS state, JA4 and HTTP/2 fingerprint.
-func TestH2ServedByNetHTTP(t *testing.T) {
+func TestH2Served(t *testing.T) {
 	t.Parallel()
 	up := echoUpstream(t, "site")
 	fp := filepath.Join(t.TempDir(), "fp.jsonl")

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/proxyproto"
 	"github.com/maatproxy/maat/tlsfp"
@@ -137,7 +139,8 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 	var pushed bool
 	switch st.NegotiatedProtocol {
 	case "h2":
-		pushed = s.h2ln.push(&h2Conn{Conn: httpfp.NewConn(tc, httpfp.H2, hcfg)})
+		hc := httpfp.NewConn(tc, httpfp.H2, hcfg)
+		return func() { s.serveH2(hc) }
 	case "acme-tls/1":
 		_ = tc.Close() // the TLS-ALPN-01 answer was the handshake itself
 		return nil
@@ -167,10 +170,11 @@ func (s *Server) connState(c net.Conn, st http.ConnState) {
 			c.setIdle()
 		}
 		hc = c.Conn
-	case *httpfp.Conn:
+	case *httpfp.Conn: // HTTP/1 never parked, or HTTP/2 (x/net calls ConnState too)
 		hc = c
-	case *h2Conn:
-		hc, msg = c.tapped(), "http2_fingerprint_failed"
+		if c.Proto() == httpfp.H2 {
+			msg = "http2_fingerprint_failed"
+		}
 	default:
 		return
 	}
@@ -182,27 +186,12 @@ func (s *Server) connState(c net.Conn, st http.ConnState) {
 	}
 }
 
-// h2Conn is a client's HTTP/2 connection as the HTTP/2 server holds it:
-// the tapped TLS connection with its ConnectionState hidden, so that
-// net/http serves it as HTTP/2 with prior knowledge (Protocols'
-// UnencryptedHTTP2, a supported API since Go 1.24) after reading the
-// client preface itself, rather than looking for a *tls.Conn it does not
-// get. net/http then leaves Request.TLS nil: serveTCP sets it from the
-// connection's context (tlsStateKey). ALPN chose h2 on this connection
-// and crypto/tls already required TLS 1.2 (certs.TLSConfig), the rest of
-// RFC 9113, section 9.2, that x/net's TLS path checked.
-type h2Conn struct {
-	net.Conn // a *httpfp.Conn
+// serveH2 serves a connection that negotiated h2 until it ends, with
+// x/net's server (see New).
+func (s *Server) serveH2(hc *httpfp.Conn) {
+	//lint:ignore SA1019 x/net's server on purpose: see New
+	s.h2.ServeConn(hc, &http2.ServeConnOpts{Context: connContext(s.bg, hc), BaseConfig: s.h1, Handler: s.h1.Handler})
 }
-
-// tapped is the fingerprint tap under c.
-func (c *h2Conn) tapped() *httpfp.Conn { return c.Conn.(*httpfp.Conn) }
-
-// NetConn returns the tap, for tlsfp.ConnOf and socketOf.
-func (c *h2Conn) NetConn() net.Conn { return c.Conn }
-
-// tlsStateKey is the context key of an HTTP/2 connection's TLS state.
-type tlsStateKey struct{}
 
 // helloError logs a ClientHello that could not be fingerprinted, once per
 // connection. Plain HTTP on the TLS port is answered, not logged.
@@ -264,10 +253,6 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 		hc = c
 	case *clientConn:
 		hc = c.Conn
-	case *h2Conn:
-		hc = c.tapped()
-		st := hc.ConnectionState()
-		ctx = context.WithValue(ctx, tlsStateKey{}, &st)
 	default:
 		return ctx
 	}
