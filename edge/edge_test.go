@@ -80,7 +80,19 @@ func edgeConfigText(listen, yamlText string) string {
 // startEdgeConfig starts an edge with cfg, logging to logw.
 func startEdgeConfig(t *testing.T, cfg Config, logw io.Writer) *testEdge {
 	t.Helper()
-	s, err := New(cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	s := startServer(t, cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(s.certs.RootPEM()) {
+		t.Fatal("no root PEM from the self-signed CA")
+	}
+	return &testEdge{Server: s, roots: roots, base: "https://" + s.Addrs().HTTPS}
+}
+
+// startServer starts a Server of cfg logging to log (nil: none), shut
+// down when the test ends.
+func startServer(t *testing.T, cfg Config, log *slog.Logger) *Server {
+	t.Helper()
+	s, err := New(cfg, log)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -92,11 +104,7 @@ func startEdgeConfig(t *testing.T, cfg Config, logw io.Writer) *testEdge {
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(s.certs.RootPEM()) {
-		t.Fatal("no root PEM from the self-signed CA")
-	}
-	return &testEdge{Server: s, roots: roots, base: "https://" + s.Addrs().HTTPS}
+	return s
 }
 
 func (e *testEdge) tlsConfig(alpn ...string) *tls.Config {

@@ -148,7 +148,7 @@ func TestReloadRefusesUncoveredSite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startEdgeFiles(t, cfg)
+	s := startServer(t, cfg, nil)
 	if code, rd := readyzOf(t, s); code != http.StatusOK {
 		t.Fatalf("readyz before the reload: %d %+v", code, rd)
 	}
@@ -169,24 +169,6 @@ func TestReloadRefusesUncoveredSite(t *testing.T) {
 	if c := certOf(rd, "site.test"); c == nil || !c.Ready {
 		t.Errorf("readyz: the covered name: %+v", c)
 	}
-}
-
-// startEdgeFiles starts a Server of cfg (no self-signed root to trust).
-func startEdgeFiles(t *testing.T, cfg Config) *Server {
-	t.Helper()
-	s, err := New(cfg, nil)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
-	return s
 }
 
 // TestACMEReloadAddsSite: a site added by a reload in tls.mode acme is
