@@ -1,6 +1,8 @@
 package edge
 
 import (
+	"encoding/binary"
+	"hash/fnv"
 	"net/netip"
 	"strings"
 )
@@ -103,19 +105,11 @@ func obfuscatedNode(s string) bool {
 // RFC 6666's discard-only prefix, with an FNV-1a hash of its identifier
 // (case folded) below.
 func hiddenClient(id string) netip.Addr {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		h = (h ^ uint64(c)) * 1099511628211
-	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(strings.ToLower(id)))
 	var b [16]byte
-	b[0], b[1] = 0x01, 0x00
-	for i := range 8 {
-		b[8+i] = byte(h >> (56 - 8*i))
-	}
+	b[0] = 0x01
+	binary.BigEndian.PutUint64(b[8:], h.Sum64())
 	return netip.AddrFrom16(b)
 }
 
