@@ -44,10 +44,12 @@ func allowed(from, to string) bool {
 		return top(from) == top(to)
 	case leaves[top(from)]:
 		return top(from) == top(to) || shared[top(to)] // its own subpackages and the shared facts
-	case from == "edge":
+	case from == "edge/config": // the configuration file: leaves only
 		return leaves[top(to)]
+	case from == "edge":
+		return leaves[top(to)] || to == "edge/config"
 	case from == "cmd/edge":
-		return to == "edge"
+		return to == "edge" || to == "edge/config"
 	case strings.HasPrefix(from, "fuzz/"), strings.HasPrefix(from, "bench/"):
 		return to == "edge" || leaves[top(to)]
 	case strings.HasPrefix(from, "internal/"):
@@ -132,6 +134,11 @@ func TestPolicyTable(t *testing.T) {
 		{"tlsfp", "internal/testclient", false},
 		{"bench/attack", "internal/testattack", true},
 		{"cmd/edge", "internal/testattack", false},
+		{"edge", "edge/config", true},
+		{"cmd/edge", "edge/config", true},
+		{"edge/config", "certs", true},
+		{"edge/config", "edge", false},
+		{"certs", "edge/config", false},
 	} {
 		if got := allowed(tt.from, tt.to); got != tt.want {
 			t.Errorf("allowed(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)

@@ -39,7 +39,7 @@ func CheckConfig(path string) (warnings []string, err error) {
 		return nil, err
 	}
 	c := checker{cfg: &cfg}
-	c.add(cfg.validated(cfg.decodeErr))
+	c.add(cfg.Check())
 	c.listen()
 	c.policy()
 	c.geo()
@@ -76,7 +76,7 @@ func (c *checker) add(err error) {
 // fail records a problem of key.
 func (c *checker) fail(key string, err error) {
 	if err != nil {
-		c.add(&ConfigError{File: c.cfg.path, Key: key, Err: err})
+		c.add(&ConfigError{File: c.cfg.File, Key: key, Err: err})
 	}
 }
 

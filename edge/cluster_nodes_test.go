@@ -139,8 +139,7 @@ log: { fingerprints: %s }
 	if err != nil {
 		t.Fatalf("%s: config: %v", name, err)
 	}
-	cfg.Store.timeout = storeTimeout
-	if n.Server, err = New(cfg, slog.New(slog.NewJSONHandler(n.log, nil))); err != nil {
+	if n.Server, err = newServer(cfg, slog.New(slog.NewJSONHandler(n.log, nil)), testHooks{storeTimeout: storeTimeout}); err != nil {
 		t.Fatalf("%s: New: %v", name, err)
 	}
 	if err := n.Start(); err != nil {

@@ -35,13 +35,14 @@ func DemoConfig(o DemoOptions) (Config, error) {
 	}
 	cfg := DefaultConfig()
 	cfg.Demo = true
-	cfg.path = "(demo)"
+	cfg.File = "(demo)"
 	cfg.Listen = Listen{HTTPS: o.Addr}
 	cfg.TLS = TLSConfig{Mode: "self-signed"}
 	cfg.Sites = []Site{{Upstream: Upstreams{up}}}
 	cfg.Log.Fingerprints = o.FPLog
 	cfg.Timeouts.Drain = Duration(5 * time.Second)
-	return cfg, cfg.Validate()
+	err = cfg.Validate() // before cfg is copied out: New takes it as validated
+	return cfg, err
 }
 
 // StartDemoUpstream serves the demo application on a loopback port: a page

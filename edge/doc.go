@@ -1,8 +1,10 @@
 // Package edge composes Maat's leaves into the edge proxy of DESIGN.md. It
 // reads in three layers:
 //
-//   - Config: the YAML configuration file (LoadConfig, ParseConfig,
-//     Validate), every key with its default (DefaultConfig).
+//   - Config: the YAML configuration file, in package edge/config (Load,
+//     Parse, Validate), every key with its default (Default). A Config is
+//     validated once, where it is loaded; New, NewHandler and Reload take
+//     it as valid.
 //   - Handler: the request path, an immutable http.Handler built from one
 //     configuration snapshot by NewHandler: request hygiene, the site and its
 //     route, the bot policy, challenges and pass cookies, the upstream proxy

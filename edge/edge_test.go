@@ -80,7 +80,13 @@ func edgeConfigText(listen, yamlText string) string {
 // startEdgeConfig starts an edge with cfg, logging to logw.
 func startEdgeConfig(t *testing.T, cfg Config, logw io.Writer) *testEdge {
 	t.Helper()
-	s := startServer(t, cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	return startEdgeHooks(t, cfg, testHooks{}, logw)
+}
+
+// startEdgeHooks is startEdgeConfig with the test's hooks.
+func startEdgeHooks(t *testing.T, cfg Config, hooks testHooks, logw io.Writer) *testEdge {
+	t.Helper()
+	s := startServerHooks(t, cfg, hooks, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(s.certs.RootPEM()) {
 		t.Fatal("no root PEM from the self-signed CA")
@@ -92,7 +98,13 @@ func startEdgeConfig(t *testing.T, cfg Config, logw io.Writer) *testEdge {
 // down when the test ends.
 func startServer(t *testing.T, cfg Config, log *slog.Logger) *Server {
 	t.Helper()
-	s, err := New(cfg, log)
+	return startServerHooks(t, cfg, testHooks{}, log)
+}
+
+// startServerHooks is startServer with the test's hooks.
+func startServerHooks(t *testing.T, cfg Config, hooks testHooks, log *slog.Logger) *Server {
+	t.Helper()
+	s, err := newServer(cfg, log, hooks)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -59,6 +59,7 @@ type Env struct {
 	inflight *clientCounter // requests in flight per client (limits.requests_per_client)
 	bcrypt   chan struct{}  // bcrypt comparisons running at once
 	spill    *spillBudget   // bytes of responses buffered for slow clients
+	hooks    testHooks      // what tests turn (testhooks.go); zero in production
 }
 
 // resolve fills the zero fields of a copy of e with private defaults, and

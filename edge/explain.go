@@ -100,7 +100,7 @@ func explainPolicy(o *ExplainOptions) (*policy.Policy, *geo.DB, error) {
 	case o.Config != nil:
 		p, err := loadPolicy(o.Config)
 		if err != nil {
-			return nil, nil, o.Config.Locate(&ConfigError{File: o.Config.path, Key: "policy", Err: err})
+			return nil, nil, o.Config.Locate(&ConfigError{File: o.Config.File, Key: "policy", Err: err})
 		}
 		g := o.Config.Geo
 		if g == (GeoConfig{}) {
@@ -108,7 +108,7 @@ func explainPolicy(o *ExplainOptions) (*policy.Policy, *geo.DB, error) {
 		}
 		db, err := geo.Open(geo.Config{ASNDB: g.ASNDB, CountryDB: g.CountryDB})
 		if err != nil {
-			return nil, nil, o.Config.Locate(&ConfigError{File: o.Config.path, Key: "geo", Err: err})
+			return nil, nil, o.Config.Locate(&ConfigError{File: o.Config.File, Key: "geo", Err: err})
 		}
 		return p, db, nil
 	case o.Policy != "":

@@ -153,9 +153,8 @@ func TestGeoReloadThroughServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg.geoCheckInterval = tt.interval
 			var logs syncBuffer
-			e := startEdgeConfig(t, cfg, &logs)
+			e := startEdgeHooks(t, cfg, testHooks{geoCheckInterval: tt.interval}, &logs)
 			c := e.client(t, "h2")
 			status := func(path string) int {
 				res, _ := get(t, c, e.url(path), "User-Agent", "curl/8.5.0")

@@ -45,9 +45,10 @@ type Handler struct {
 }
 
 // NewHandler builds the Handler of cfg. What outlives a configuration comes
-// from env, whose zero value works (see Env).
+// from env, whose zero value works (see Env). A Config that LoadConfig or
+// ParseConfig returned is not validated again; one built otherwise is.
 func NewHandler(cfg Config, env Env) (*Handler, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := validateOnce(&cfg, &env.hooks); err != nil {
 		return nil, err
 	}
 	env, own, err := env.resolve()
@@ -73,11 +74,24 @@ func NewHandler(cfg Config, env Env) (*Handler, error) {
 	return h, nil
 }
 
+// validateOnce validates cfg unless it is known to be valid (LoadConfig,
+// ParseConfig or Validate said so): a configuration is validated once,
+// where it is loaded, not again by New, NewHandler and Reload.
+func validateOnce(cfg *Config, hooks *testHooks) error {
+	if cfg.Validated() {
+		return nil
+	}
+	if hooks.validating != nil {
+		hooks.validating()
+	}
+	return cfg.Validate()
+}
+
 // build compiles what the configuration needs per request.
 func (h *Handler) build() error {
 	cfg, env := &h.cfg, &h.env
 	var err error
-	h.sites, err = newSiteTable(cfg, env.access.open, &slotTable{size: cfg.Limits.UpstreamConns, streams: cfg.Limits.UpstreamStreams, quiet: cfg.streamQuiet})
+	h.sites, err = newSiteTable(cfg, env.access.open, &slotTable{size: cfg.Limits.UpstreamConns, streams: cfg.Limits.UpstreamStreams, quiet: env.hooks.streamQuiet})
 	if err != nil {
 		return err
 	}
@@ -85,7 +99,7 @@ func (h *Handler) build() error {
 		h.trusted = append(h.trusted, netipPrefix(p))
 	}
 	if h.policy, err = loadPolicy(cfg); err != nil {
-		return &ConfigError{File: cfg.path, Key: "policy", Err: err}
+		return &ConfigError{File: cfg.File, Key: "policy", Err: err}
 	}
 	for _, w := range h.policy.Warnings() {
 		env.Log.LogAttrs(context.Background(), slog.LevelWarn, "policy_warning", slog.String("policy", cfg.Policy), slog.String("warning", w))

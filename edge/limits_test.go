@@ -802,8 +802,7 @@ func TestWaitingRequestDrainsSlowReaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.spillAfter = time.Hour
-	e := startEdgeConfig(t, cfg, io.Discard)
+	e := startEdgeHooks(t, cfg, testHooks{spillAfter: time.Hour}, io.Discard)
 	slow, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
 	if err != nil {
 		t.Fatal(err)
@@ -1042,8 +1041,7 @@ func TestWaiterHonoursQueueBehindQuietAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg.streamQuiet = time.Hour // the answer stays an ordinary one
-			e := startEdgeConfig(t, cfg, io.Discard)
+			e := startEdgeHooks(t, cfg, testHooks{streamQuiet: time.Hour}, io.Discard) // the answer stays an ordinary one
 			slots := quietPoll(t, e)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

@@ -59,7 +59,7 @@ func (s *Server) logStartup(ctx context.Context) {
 	cfg := &h.cfg
 	b := ReadBuildInfo()
 	s.log.LogAttrs(ctx, slog.LevelInfo, "starting", slog.String("version", b.Version), slog.String("commit", b.Commit),
-		slog.String("go", b.GoVersion), slog.String("config", cfg.path))
+		slog.String("go", b.GoVersion), slog.String("config", cfg.File))
 	for i := range cfg.Sites {
 		s.log.LogAttrs(ctx, slog.LevelInfo, "site", siteAttrs(cfg, i)...)
 	}
@@ -141,7 +141,7 @@ func (s *Server) logReload(ctx context.Context, old, cur *Handler) {
 		delete(before, n)
 	}
 	removed := slices.Sorted(maps.Keys(before))
-	attrs := []slog.Attr{slog.String("config", cur.cfg.path),
+	attrs := []slog.Attr{slog.String("config", cur.cfg.File),
 		slog.Any("sites_added", added), slog.Any("sites_removed", removed), slog.Any("sites_changed", changed),
 		slog.Bool("policy_changed", old.policy.Version() != cur.policy.Version() || old.cfg.Policy != cur.cfg.Policy)}
 	attrs = append(attrs, policyAttrs(cur, "policy_")...)

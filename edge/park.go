@@ -238,7 +238,7 @@ func (s *Server) park(hc *httpfp.Conn, deadline time.Time) {
 	if !deadline.IsZero() {
 		p.timer = time.AfterFunc(time.Until(deadline), func() { p.done(errIdleTimeout) })
 	}
-	polled := !s.base.parkNoPoll && s.poller.add(p)
+	polled := !s.env.hooks.parkNoPoll && s.poller.add(p)
 	p.mu.Unlock()
 	if polled {
 		return
@@ -415,7 +415,7 @@ func socketOf(c net.Conn) syscall.Conn {
 	return nil
 }
 
-// parkEvent is what parking tells a test (Config.parkTrace).
+// parkEvent is what parking tells a test (testHooks.parkTrace).
 type parkEvent struct {
 	kind   parkEventKind
 	atRest bool // of parkChecked: whether the connection stood at rest
@@ -433,7 +433,7 @@ const (
 
 // tracePark tells the test hook of ev, if there is one.
 func (s *Server) tracePark(ev parkEvent) {
-	if f := s.base.parkTrace; f != nil {
+	if f := s.env.hooks.parkTrace; f != nil {
 		f(ev)
 	}
 }

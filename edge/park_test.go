@@ -73,8 +73,8 @@ func parkEdgeOpts(t *testing.T, o parkOpts) (*testEdge, parkEvents) {
 		cfg.Limits.ParkAfter = Duration(o.after)
 	}
 	cfg.Demo = true // the fingerprints sent upstream, echoed
-	cfg.parkNoPoll = o.noPoll
-	cfg.parkTrace = func(ev parkEvent) {
+	hooks := testHooks{parkNoPoll: o.noPoll}
+	hooks.parkTrace = func(ev parkEvent) {
 		if o.trace != nil {
 			o.trace(ev)
 		}
@@ -83,7 +83,7 @@ func parkEdgeOpts(t *testing.T, o parkOpts) (*testEdge, parkEvents) {
 		default:
 		}
 	}
-	return startEdgeConfig(t, cfg, io.Discard), events
+	return startEdgeHooks(t, cfg, hooks, io.Discard), events
 }
 
 // parkEvents are the events of an edge's parking, as they come.

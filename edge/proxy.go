@@ -524,8 +524,8 @@ func (h *Handler) upstreamResponse(res *http.Response) error {
 					_ = dw.SetWriteDeadline(time.Now()) // and end the write it is stuck in
 				}
 			})
-		if h.cfg.spillAfter > 0 {
-			sb.after = h.cfg.spillAfter
+		if h.env.hooks.spillAfter > 0 {
+			sb.after = h.env.hooks.spillAfter
 		}
 		ub.spill.Store(sb)
 		res.Body = sb

@@ -93,10 +93,15 @@ type Addrs struct {
 	HTTP3              string // "" when HTTP/3 is off
 }
 
-// New builds a server from a validated configuration. It binds nothing;
-// Start does. When it fails, it has released everything it opened.
-func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
-	if err := cfg.Validate(); err != nil {
+// New builds a server from a configuration: one that LoadConfig or
+// ParseConfig returned is not validated again, one built otherwise is. It
+// binds nothing; Start does. When it fails, it has released everything it
+// opened.
+func New(cfg Config, log *slog.Logger) (*Server, error) { return newServer(cfg, log, testHooks{}) }
+
+// newServer is New with the hooks of a test.
+func newServer(cfg Config, log *slog.Logger, hooks testHooks) (_ *Server, err error) {
+	if err := validateOnce(&cfg, &hooks); err != nil {
 		return nil, err
 	}
 	if log == nil {
@@ -118,13 +123,14 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 	}()
 
 	s.env.Log = log
+	s.env.hooks = hooks
 	if s.env.Secret, err = loadSecret(&cfg, log); err != nil {
 		return nil, err
 	}
 	if s.env.Messages, err = newMessages(); err != nil {
 		return nil, err
 	}
-	if s.store, s.shared, err = openStore(cfg.Store, log); err != nil {
+	if s.store, s.shared, err = openStore(cfg.Store, hooks.storeTimeout, log); err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() { _ = s.store.Close() })
@@ -152,12 +158,12 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 
 	if cfg.Geo != (GeoConfig{}) {
 		if s.env.Geo, err = geo.Open(geo.Config{ASNDB: cfg.Geo.ASNDB, CountryDB: cfg.Geo.CountryDB,
-			CheckInterval: cfg.geoCheckInterval, OnReload: s.geoReloaded}); err != nil {
-			return nil, &ConfigError{File: cfg.path, Key: "geo", Err: err}
+			CheckInterval: hooks.geoCheckInterval, OnReload: s.geoReloaded}); err != nil {
+			return nil, &ConfigError{File: cfg.File, Key: "geo", Err: err}
 		}
 	}
 
-	cc := certsConfig(&cfg)
+	cc := cfg.Certs()
 	cc.OnEvent = s.certEvent
 	if s.shared != nil {
 		// Certificates, keys and the ACME account live in Redis, where one
@@ -236,27 +242,6 @@ const h2MaxFrame = 16 << 10
 // keep: x/net's default, which s.h2 keeps.
 const h2DecoderTable = 4096
 
-func certsConfig(cfg *Config) certs.Config {
-	c := certs.Config{
-		Mode:         cfg.TLS.Mode,
-		CacheDir:     cfg.TLS.Cache,
-		Hosts:        cfg.hosts(),
-		Email:        cfg.TLS.ACME.Email,
-		DirectoryURL: cfg.TLS.ACME.Directory,
-		CARootsFile:  cfg.TLS.ACME.CARoots,
-		CertFile:     cfg.TLS.CertFile,
-		KeyFile:      cfg.TLS.KeyFile,
-	}
-	if cfg.TLS.ACME.EABKeyID != "" {
-		key, _ := decodeEABKey(cfg.TLS.ACME.EABKey) // Validate checked it
-		c.EAB = &certs.EAB{KeyID: cfg.TLS.ACME.EABKeyID, HMACKey: key}
-	}
-	if cfg.Demo {
-		c.AnyHost = true
-	}
-	return c
-}
-
 // certEvent logs a certificate event: what happened to which name, the
 // expiry of the certificate in use and, after a failure, when it is tried
 // again.
@@ -298,7 +283,7 @@ func (s *Server) Handler() *Handler { return s.handler.Load() }
 // the TLS mode, the store and the fingerprint log's file need a restart; a
 // change to them is reported, not applied.
 func (s *Server) Reload(cfg Config) error {
-	if err := cfg.Validate(); err != nil {
+	if err := validateOnce(&cfg, &s.env.hooks); err != nil {
 		return err
 	}
 	h, err := NewHandler(cfg, s.env)
@@ -308,8 +293,8 @@ func (s *Server) Reload(cfg Config) error {
 	// The certificates follow the sites: an added name is served (ordered,
 	// in tls.mode acme) before the Handler that routes it is swapped in; a
 	// removed one is no longer served.
-	oldHosts := s.handler.Load().cfg.hosts()
-	if err := s.certs.SetHosts(cfg.hosts()); err != nil {
+	oldHosts := s.handler.Load().cfg.Hosts()
+	if err := s.certs.SetHosts(cfg.Hosts()); err != nil {
 		h.Close()
 		return fmt.Errorf("edge: certificates: %w", err)
 	}
@@ -320,7 +305,7 @@ func (s *Server) Reload(cfg Config) error {
 			return fmt.Errorf("edge: reload certificate files: %w", err)
 		}
 	}
-	if !cfg.Listen.same(&s.base.Listen) || cfg.TLS.Mode != s.base.TLS.Mode || cfg.Store != s.base.Store ||
+	if !cfg.Listen.Same(&s.base.Listen) || cfg.TLS.Mode != s.base.TLS.Mode || cfg.Store != s.base.Store ||
 		cfg.Log.Fingerprints != s.base.Log.Fingerprints || cfg.Geo != s.base.Geo {
 		s.log.LogAttrs(context.Background(), slog.LevelWarn, "reload_needs_restart",
 			slog.String("reason", "listen addresses, tls.mode, store, log.fingerprints or geo changed; restart to apply"))
@@ -382,7 +367,7 @@ func (s *Server) Start() (err error) {
 		s.handler.Swap(h).Close()
 	}
 
-	if cfg.Listen.http3() {
+	if cfg.Listen.HTTP3Enabled() {
 		if err := s.startH3(ln.Addr().(*net.TCPAddr)); err != nil {
 			return err
 		}
@@ -695,7 +680,7 @@ func newFPLog(cfg *Config, secret []byte) (*fplog.Writer, error) {
 		return nil, nil
 	}
 	if err := makeLogDir(cfg.Log.Fingerprints); err != nil {
-		return nil, &ConfigError{File: cfg.path, Key: "log.fingerprints", Err: err}
+		return nil, &ConfigError{File: cfg.File, Key: "log.fingerprints", Err: err}
 	}
 	w, err := fplog.NewWriter(fplog.Config{
 		Path:        cfg.Log.Fingerprints,

@@ -2,9 +2,6 @@ package edge
 
 import (
 	"fmt"
-	"maps"
-	"net/http"
-	"os"
 	"strings"
 
 	"github.com/maatproxy/maat/fplog"
@@ -48,7 +45,7 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 	for i, sc := range cfg.Sites {
 		s := &site{index: i, maxBody: sc.MaxBodyBytes, canonical: normalizeHost(sc.Canonical),
 			redirects: compileRedirects(sc.Redirects), hsts: hstsValue(&cfg.Sites[i], cfg.TLS.Mode),
-			security: sc.SecurityHeaders, maintenance: sc.Maintenance, compress: sc.compress()}
+			security: sc.SecurityHeaders, maintenance: sc.Maintenance, compress: sc.CompressEnabled()}
 		if sc.AccessLog != nil {
 			w, err := access(cfg, sc.AccessLog)
 			if err != nil {
@@ -65,7 +62,7 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 			rt := &route{prefix: r.Path, pool: newPool(r.Upstream, pause, slots),
 				auth: newBasicAuth(r.BasicAuth), reqOps: opsList(sc.Headers.Request, r.Headers.Request),
 				respOps: opsList(sc.Headers.Response, r.Headers.Response)}
-			if err := rt.setRoot(cfg, r.Root, r.Browse, r.StripPrefix, r.Errors); err != nil {
+			if err := rt.setRoot(r.Static(cfg.Limits.Ranges)); err != nil {
 				return nil, err
 			}
 			s.routes = append(s.routes, rt)
@@ -74,7 +71,7 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 		sortRoutes(s.routes)
 		def := &route{pool: newPool(sc.Upstream, pause, slots),
 			reqOps: opsList(sc.Headers.Request), respOps: opsList(sc.Headers.Response)}
-		if err := def.setRoot(cfg, sc.Root, sc.Browse, false, sc.Errors); err != nil {
+		if err := def.setRoot(sc.Static(cfg.Limits.Ranges)); err != nil {
 			return nil, err
 		}
 		s.routes = append(s.routes, def)
@@ -93,58 +90,18 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 	return t, nil
 }
 
-// setRoot makes the route serve static files from root, if set.
-func (r *route) setRoot(cfg *Config, root string, browse, strip bool, errors map[int]string) error {
-	if root == "" {
+// setRoot makes the route serve static files as sc says, if it names a
+// root.
+func (r *route) setRoot(sc static.Config) error {
+	if sc.Root == "" {
 		return nil
 	}
-	sc := staticConfig(cfg, r.prefix, root, browse, strip, errors)
 	h, err := static.New(sc)
 	if err != nil {
 		return fmt.Errorf("edge: static root: %w", err)
 	}
 	r.static = h
 	return nil
-}
-
-// staticConfig is the static.Config of a root.
-func staticConfig(cfg *Config, prefix, root string, browse, strip bool, errors map[int]string) static.Config {
-	sc := static.Config{Root: root, Listing: browse, Precompressed: true, ErrorPages: rootErrorPages(root, errors),
-		MaxRanges: cfg.Limits.Ranges}
-	if strip {
-		sc.StripPrefix = prefix
-	}
-	return sc
-}
-
-// notFoundPage answers a static root's 404s when errors: names no page for
-// them and the root has it at its top (nginx users write error_page 404
-// /404.html; static site generators make the file).
-const notFoundPage = "404.html"
-
-// rootErrorPages returns the error pages of a static root: errors, and
-// notFoundPage for 404 if errors names none and the root holds it as a
-// regular file. It is looked for through os.Root, as static opens every
-// file: a symbolic link out of the root is not used. A file made after
-// the configuration loaded is used from the next reload on.
-func rootErrorPages(root string, errors map[int]string) map[int]string {
-	if _, ok := errors[http.StatusNotFound]; ok || root == "" {
-		return errors
-	}
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		return errors // static.Config.Validate says why
-	}
-	defer r.Close()
-	if fi, err := r.Stat(notFoundPage); err != nil || !fi.Mode().IsRegular() {
-		return errors
-	}
-	out := maps.Clone(errors)
-	if out == nil {
-		out = make(map[int]string, 1)
-	}
-	out[http.StatusNotFound] = notFoundPage
-	return out
 }
 
 // opsList compiles header rules to apply in order (the site's, then the
@@ -194,17 +151,4 @@ func (s *site) route(path string) *route {
 		}
 	}
 	return s.routes[len(s.routes)-1]
-}
-
-// hosts lists every configured host name (for the ACME host policy).
-func (cfg *Config) hosts() []string {
-	var hs []string
-	for _, s := range cfg.Sites {
-		for _, h := range s.Hosts {
-			if !strings.HasPrefix(h, "*.") {
-				hs = append(hs, normalizeHost(h))
-			}
-		}
-	}
-	return hs
 }

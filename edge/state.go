@@ -32,7 +32,8 @@ type storeCloser interface {
 // store.Resilient: when Redis cannot be reached the node goes on from
 // memory, says so once in the log and in /readyz, and writes what it marked
 // meanwhile back when Redis returns. It needs no Redis to start.
-func openStore(cfg StoreConfig, log *slog.Logger) (storeCloser, *store.Resilient, error) {
+// A timeout other than zero replaces store.DefaultTimeout (tests).
+func openStore(cfg StoreConfig, timeout time.Duration, log *slog.Logger) (storeCloser, *store.Resilient, error) {
 	if cfg.Kind != "redis" {
 		return store.NewMemory(), nil, nil
 	}
@@ -42,7 +43,7 @@ func openStore(cfg StoreConfig, log *slog.Logger) (storeCloser, *store.Resilient
 		return nil, nil, &ConfigError{Key: "store.url", Err: err}
 	}
 	res, err := store.NewResilient(r, store.NewMemory(), store.ResilientConfig{
-		Timeout: cfg.timeout,
+		Timeout: timeout,
 		OnStateChange: func(degraded bool, err error) {
 			if degraded {
 				log.LogAttrs(context.Background(), slog.LevelError, "store_degraded",
@@ -136,7 +137,7 @@ func loadSecret(cfg *Config, log *slog.Logger) ([]byte, error) {
 		}
 		return b, nil
 	case explicit || errors.As(err, &short):
-		return nil, &ConfigError{File: cfg.path, Key: secretKey(explicit), Err: err}
+		return nil, &ConfigError{File: cfg.File, Key: secretKey(explicit), Err: err}
 	}
 	log.LogAttrs(context.Background(), slog.LevelWarn, "secret_per_process", slog.String("path", path),
 		slog.String("error", err.Error()),
@@ -217,7 +218,7 @@ func derive(secret []byte, purpose string) []byte {
 
 // loadPolicy reads the configured policy, or the built-in default.
 func loadPolicy(cfg *Config) (*policy.Policy, error) {
-	opts := cfg.policyOptions()
+	opts := policyOptions(cfg)
 	if cfg.Policy == "" {
 		return policy.LoadDefault(opts)
 	}
@@ -226,7 +227,7 @@ func loadPolicy(cfg *Config) (*policy.Policy, error) {
 
 // policyOptions tells the policy what the configuration provides: which
 // geo databases exist and which divert targets.
-func (cfg *Config) policyOptions() policy.Options {
+func policyOptions(cfg *Config) policy.Options {
 	o := policy.Options{Geo: policy.Geo{ASN: cfg.Geo.ASNDB != "", Country: cfg.Geo.CountryDB != ""}}
 	for name := range cfg.Divert {
 		o.DivertTargets = append(o.DivertTargets, name)
@@ -244,7 +245,7 @@ func (h *Handler) newChallenger() (*challenge.Challenger, error) {
 	cfg := &h.cfg
 	bind, err := challenge.ParseBinding(cfg.Challenge.Bind)
 	if err != nil {
-		return nil, &ConfigError{File: cfg.path, Key: "challenge.bind", Err: err}
+		return nil, &ConfigError{File: cfg.File, Key: "challenge.bind", Err: err}
 	}
 	m := h.env.metrics
 	challengeStatus, denyStatus := h.policy.StatusCodes()

@@ -182,9 +182,9 @@ func LocalCA(cfg *Config) ([]byte, error) {
 	cc := certsConfig(cfg)
 	switch {
 	case cc.Mode != certs.ModeSelfSigned:
-		return nil, cfg.Locate(&ConfigError{File: cfg.path, Key: "tls.mode", Err: fmt.Errorf("is %q: only self-signed has a local CA to trust", cc.Mode)})
+		return nil, cfg.Locate(&ConfigError{File: cfg.File, Key: "tls.mode", Err: fmt.Errorf("is %q: only self-signed has a local CA to trust", cc.Mode)})
 	case cc.CacheDir == "":
-		return nil, cfg.Locate(&ConfigError{File: cfg.path, Key: "tls.cache", Err: errors.New("is empty: the local CA lives in the running edge's memory only; set tls.cache to keep it")})
+		return nil, cfg.Locate(&ConfigError{File: cfg.File, Key: "tls.cache", Err: errors.New("is empty: the local CA lives in the running edge's memory only; set tls.cache to keep it")})
 	}
 	cache := &recordingCache{Cache: certs.DirCache(cc.CacheDir)}
 	cc.Cache = cache

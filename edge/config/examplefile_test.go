@@ -1,8 +1,8 @@
-package edge_test
+package config_test
 
 // The example configuration (edge.example.yaml, installed by the Debian
 // package as /etc/edge/edge.yaml) and docs/configuration.md must name every
-// key of edge.Config. These tests walk the Config type by reflection, so a
+// key of config.Config. These tests walk the Config type by reflection, so a
 // key added to the code without its line in the example or the
 // documentation fails here.
 
@@ -18,12 +18,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/edge/config"
 )
 
 const (
-	examplePath = "../edge.example.yaml"
-	configDoc   = "../docs/configuration.md"
+	examplePath = "../../edge.example.yaml"
+	configDoc   = "../../docs/configuration.md"
 )
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
@@ -159,7 +159,7 @@ func uncomment(data []byte) []byte {
 	return b.Bytes()
 }
 
-// missingKeys returns the key paths of edge.Config that the example (with
+// missingKeys returns the key paths of config.Config that the example (with
 // its commented-out settings) does not set, and the keys it sets that
 // Config does not have.
 func missingKeys(example []byte) (missing, unknown []string, err error) {
@@ -169,11 +169,11 @@ func missingKeys(example []byte) (missing, unknown []string, err error) {
 		return nil, nil, fmt.Errorf("the example with its \"# \" lines uncommented is not YAML (prose lines start with \"##\"): %w", err)
 	}
 	if len(doc.Content) == 0 {
-		return keyPaths(reflect.TypeFor[edge.Config]()), nil, nil
+		return keyPaths(reflect.TypeFor[config.Config]()), nil, nil
 	}
 	seen := map[string]bool{}
-	unknown = nodeKeys(reflect.TypeFor[edge.Config](), doc.Content[0], "", seen)
-	for _, p := range keyPaths(reflect.TypeFor[edge.Config]()) {
+	unknown = nodeKeys(reflect.TypeFor[config.Config](), doc.Content[0], "", seen)
+	for _, p := range keyPaths(reflect.TypeFor[config.Config]()) {
 		if !seen[p] {
 			missing = append(missing, p)
 		}
@@ -187,7 +187,7 @@ func TestExampleConfigParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := edge.ParseConfig("edge.example.yaml", data)
+	cfg, err := config.Parse("edge.example.yaml", data)
 	if err != nil {
 		t.Fatalf("the example (installed as /etc/edge/edge.yaml) must pass config check:\n%v", err)
 	}
@@ -195,12 +195,12 @@ func TestExampleConfigParses(t *testing.T) {
 	// Every value the example writes is the default, except what its
 	// header names: the placeholder site and the two files under the
 	// service's directories. http3 is written out; absent means true.
-	want := edge.DefaultConfig()
+	want := config.Default()
 	want.Challenge.SecretFile = "/var/lib/edge/secret"
 	want.Log.Fingerprints = "/var/log/edge/fp.jsonl"
 	on := true
 	want.Listen.HTTP3 = &on
-	ct := reflect.TypeFor[edge.Config]()
+	ct := reflect.TypeFor[config.Config]()
 	got, def := reflect.ValueOf(cfg), reflect.ValueOf(want)
 	for i := range ct.NumField() {
 		f := ct.Field(i)
@@ -209,7 +209,7 @@ func TestExampleConfigParses(t *testing.T) {
 			continue
 		}
 		if g, w := marshal(t, got.Field(i).Interface()), marshal(t, def.Field(i).Interface()); g != w {
-			t.Errorf("%s in the example differs from DefaultConfig: the example must show the default\nexample:\n%s\ndefault:\n%s", name, g, w)
+			t.Errorf("%s in the example differs from Default: the example must show the default\nexample:\n%s\ndefault:\n%s", name, g, w)
 		}
 	}
 
@@ -224,7 +224,7 @@ func TestExampleConfigParses(t *testing.T) {
 		t.Errorf("sites[0].compress = %v, want true (the default, written out)", s.Compress)
 	}
 	s.Hosts, s.Upstream, s.Compress = nil, nil, nil
-	if g, w := marshal(t, s), marshal(t, edge.Site{}); g != w {
+	if g, w := marshal(t, s), marshal(t, config.Site{}); g != w {
 		t.Errorf("the placeholder site sets more than hosts and upstream:\n%s\nwant the defaults:\n%s", g, w)
 	}
 }
@@ -252,11 +252,11 @@ func TestExampleConfigHasEveryKey(t *testing.T) {
 		t.Errorf("edge.example.yaml lacks %s: add it with its default and a comment (commented out with \"# \" if it must not be live)", p)
 	}
 	for _, u := range unknown {
-		t.Errorf("edge.example.yaml sets a key edge.Config does not have: %s", u)
+		t.Errorf("edge.example.yaml sets a key config.Config does not have: %s", u)
 	}
 
 	// The commented-out settings must decode too: right types, known keys.
-	var all edge.Config
+	var all config.Config
 	dec := yaml.NewDecoder(bytes.NewReader(uncomment(data)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&all); err != nil {
@@ -328,7 +328,7 @@ func TestMissingKeysCatches(t *testing.T) {
 }
 
 // TestConfigurationDocHasEveryKey checks docs/configuration.md: every key
-// path of edge.Config appears in backquotes, and every key its tables list
+// path of config.Config appears in backquotes, and every key its tables list
 // exists.
 func TestConfigurationDocHasEveryKey(t *testing.T) {
 	t.Parallel()
@@ -338,7 +338,7 @@ func TestConfigurationDocHasEveryKey(t *testing.T) {
 	}
 	doc := string(data)
 	known := map[string]bool{}
-	for _, p := range keyPaths(reflect.TypeFor[edge.Config]()) {
+	for _, p := range keyPaths(reflect.TypeFor[config.Config]()) {
 		known[p] = true
 		if !strings.Contains(doc, "`"+p+"`") {
 			t.Errorf("docs/configuration.md does not document `%s`", p)
@@ -354,7 +354,7 @@ func TestConfigurationDocHasEveryKey(t *testing.T) {
 		}
 		rows++
 		if !known[m[1]] {
-			t.Errorf("docs/configuration.md:%d documents `%s`, which edge.Config does not have", i+1, m[1])
+			t.Errorf("docs/configuration.md:%d documents `%s`, which config.Config does not have", i+1, m[1])
 		}
 	}
 	if rows < len(known) {
@@ -364,7 +364,7 @@ func TestConfigurationDocHasEveryKey(t *testing.T) {
 
 func TestKeyPaths(t *testing.T) {
 	t.Parallel()
-	paths := keyPaths(reflect.TypeFor[edge.Config]())
+	paths := keyPaths(reflect.TypeFor[config.Config]())
 	for _, want := range []string{
 		"listen.https", "tls.acme.eab_hmac_key", "sites[].upstream", "sites[].routes[].basic_auth.users",
 		"sites[].routes[].headers.request.remove", "sites[].hsts.max_age", "divert.<name>.upstream",

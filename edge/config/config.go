@@ -1,4 +1,4 @@
-package edge
+package config
 
 import (
 	"encoding/hex"
@@ -15,8 +15,8 @@ import (
 )
 
 // Config is the edge's configuration: the YAML file of DESIGN.md
-// ("Configuration file"). LoadConfig reads it; the zero value of every field
-// has a documented meaning, and DefaultConfig fills the defaults.
+// ("Configuration file"). Load reads it; the zero value of every field
+// has a documented meaning, and Default fills the defaults.
 type Config struct {
 	Listen       Listen          `yaml:"listen"`
 	TLS          TLSConfig       `yaml:"tls"`
@@ -37,26 +37,17 @@ type Config struct {
 	// Demo marks the embedded `edge demo` configuration: every host is
 	// answered and the demo upstream is told the request's fingerprints.
 	Demo bool `yaml:"-"`
-	// path is the file the configuration was read from ("" when built in code).
-	path string
+	// File is the file the configuration was read from, named in its
+	// errors ("" when built in code). Load and Parse set it.
+	File string `yaml:"-"`
+
 	// lines says where each key was written in that file (nil when built
 	// in code, or when the file was not YAML).
 	lines keyLines
-	// decodeErr holds the values readConfig could not decode.
+	// decodeErr holds the values Read could not decode.
 	decodeErr error
-	// spillAfter replaces the const of that name when set (tests).
-	spillAfter time.Duration
-	// streamQuiet replaces the const of that name when set (tests).
-	streamQuiet time.Duration
-	// parkTrace, when set, is told what the parking of idle HTTP/1
-	// connections does (park.go); parkNoPoll has parked connections wait
-	// on goroutines, as where epoll is missing (tests).
-	parkTrace  func(parkEvent)
-	parkNoPoll bool
-	// geoCheckInterval is how often the Server looks for replaced geo
-	// database files; if zero, geo's default (a minute: the databases
-	// change monthly). Only tests shorten it.
-	geoCheckInterval time.Duration
+	// valid marks a Config that Validate found valid (see Validated).
+	valid bool
 }
 
 // Listen names the listening addresses.
@@ -72,13 +63,13 @@ type Listen struct {
 	ProxyProtocol bool `yaml:"proxy_protocol"`
 }
 
-// http3 reports whether HTTP/3 is on: HTTP3's default is true.
-func (l *Listen) http3() bool { return l.HTTP3 == nil || *l.HTTP3 }
+// HTTP3Enabled reports whether HTTP/3 is on: HTTP3's default is true.
+func (l *Listen) HTTP3Enabled() bool { return l.HTTP3 == nil || *l.HTTP3 }
 
-// same reports whether two Listen sections bind the same listeners.
-func (l *Listen) same(o *Listen) bool {
+// Same reports whether two Listen sections bind the same listeners.
+func (l *Listen) Same(o *Listen) bool {
 	return l.HTTPS == o.HTTPS && l.HTTP == o.HTTP && l.Admin == o.Admin &&
-		l.http3() == o.http3() && l.ProxyProtocol == o.ProxyProtocol
+		l.HTTP3Enabled() == o.HTTP3Enabled() && l.ProxyProtocol == o.ProxyProtocol
 }
 
 // TLSConfig chooses where certificates come from.
@@ -141,8 +132,9 @@ type Site struct {
 	AccessLog *AccessLog `yaml:"access_log"`
 }
 
-// compress reports whether the site compresses: Compress's default is true.
-func (s *Site) compress() bool { return s.Compress == nil || *s.Compress }
+// CompressEnabled reports whether the site compresses: Compress's default
+// is true.
+func (s *Site) CompressEnabled() bool { return s.Compress == nil || *s.Compress }
 
 // AccessLog is a site's access log.
 type AccessLog struct {
@@ -287,9 +279,6 @@ type DivertTarget struct {
 type StoreConfig struct {
 	Kind string `yaml:"kind"` // memory | redis; default memory
 	URL  string `yaml:"url"`  // redis://host:port/db
-	// timeout replaces store.DefaultTimeout, the wait for Redis in one
-	// request's call, when set (tests).
-	timeout time.Duration
 }
 
 // LogConfig configures logs.
@@ -297,8 +286,8 @@ type LogConfig struct {
 	Level  string `yaml:"level"`  // debug | info | warn | error; default info
 	Format string `yaml:"format"` // text | json; "" = text on a terminal, JSON otherwise
 	// Fingerprints is the fingerprint log: a file, "-" for stdout, "off"
-	// (or "") for none. Absent from a file LoadConfig reads, it is
-	// DefaultFingerprintLog; ParseConfig leaves it off.
+	// (or "") for none. Absent from a file Load reads, it is
+	// DefaultFingerprintLog; Parse leaves it off.
 	Fingerprints string  `yaml:"fingerprints"`
 	MaxSizeMB    int     `yaml:"max_size_mb"`  // default 100
 	MaxFiles     int     `yaml:"max_files"`    // default 10
@@ -407,8 +396,8 @@ type Duration time.Duration
 // Prefix is a CIDR (or a single address) in YAML.
 type Prefix netip.Prefix
 
-// DefaultConfig returns the defaults that a configuration file overrides.
-func DefaultConfig() Config {
+// Default returns the defaults that a configuration file overrides.
+func Default() Config {
 	return Config{
 		Listen: Listen{HTTPS: ":443", HTTP: ":80", Admin: "127.0.0.1:9100"},
 		TLS:    TLSConfig{Mode: "acme", Cache: "/var/lib/edge"},
@@ -446,20 +435,25 @@ func DefaultConfig() Config {
 			SpillTotal:        1 << 30,
 			AuthAttempts:      10,
 			QUICHandshakes:    64,
-			ParkAfter:         Duration(defaultParkAfter),
+			ParkAfter:         Duration(DefaultParkAfter),
 		},
 	}
 }
 
-// ConfigError is a problem in a configuration file: where and why.
-type ConfigError struct {
+// DefaultParkAfter is limits.park_after's default: how long an idle
+// HTTP/1.1 connection waits before it is parked (edge/park.go says why
+// 250 ms).
+const DefaultParkAfter = 250 * time.Millisecond
+
+// Error is a problem in a configuration file: where and why.
+type Error struct {
 	File string
 	Line int    // 0 when unknown
 	Key  string // dotted key path, e.g. sites[0].upstream
 	Err  error
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -478,11 +472,11 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns ErrConfig and the reason.
-func (e *ConfigError) Unwrap() []error { return []error{ErrConfig, e.Err} }
+// Unwrap returns ErrInvalid and the reason.
+func (e *Error) Unwrap() []error { return []error{ErrInvalid, e.Err} }
 
-// ErrConfig is wrapped by every configuration error.
-var ErrConfig = errors.New("edge: bad configuration")
+// ErrInvalid is wrapped by every configuration error.
+var ErrInvalid = errors.New("edge: bad configuration")
 
 // DefaultFingerprintLog is the fingerprint log of a configuration file
 // that does not name one (log.fingerprints absent); FingerprintsOff turns
@@ -492,14 +486,15 @@ const (
 	FingerprintsOff       = "off"
 )
 
-// LoadConfig reads and validates a configuration file, as `edge run` does.
+// Load reads and validates a configuration file, as `edge run` does.
 // Unknown keys and bad values are refused with the file, line, key and
 // reason, all at once. A file that does not name a fingerprint log gets
-// DefaultFingerprintLog.
-func LoadConfig(path string) (Config, error) {
-	cfg, err := readConfig(path)
+// DefaultFingerprintLog. The Config it returns is validated: New,
+// NewHandler and Reload of package edge do not validate it again.
+func Load(path string) (Config, error) {
+	cfg, err := Read(path)
 	if err == nil {
-		err = cfg.validated(cfg.decodeErr)
+		err = cfg.Check()
 	}
 	if err != nil {
 		return Config{}, err
@@ -507,16 +502,18 @@ func LoadConfig(path string) (Config, error) {
 	return cfg, nil
 }
 
-// readConfig reads a configuration file with the defaults of `edge run`,
-// without validating it. It fails when the file cannot be read or parsed;
-// values that could not be decoded are left in cfg.decodeErr.
-func readConfig(path string) (Config, error) {
+// Read reads a configuration file with the defaults of `edge run`, as Load
+// does, without validating it. It fails when the file cannot be read or is
+// not YAML; the values it could not decode are reported by Check, with
+// every problem Validate finds. It lets `edge config check` go on to
+// check more of a configuration that has problems.
+func Read(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("edge: read config: %w", err)
 	}
-	cfg := DefaultConfig()
-	cfg.path = path
+	cfg := Default()
+	cfg.File = path
 	cfg.decodeErr = decodeConfig(path, data, &cfg)
 	if cfg.lines == nil { // not YAML: nothing was decoded
 		return Config{}, cfg.decodeErr
@@ -527,13 +524,14 @@ func readConfig(path string) (Config, error) {
 	return cfg, nil
 }
 
-// ParseConfig parses and validates configuration bytes; name is used in
-// errors. Unlike LoadConfig it leaves the fingerprint log off unless the
-// bytes name one.
-func ParseConfig(name string, data []byte) (Config, error) {
-	cfg := DefaultConfig()
-	cfg.path = name
-	if err := cfg.validated(decodeConfig(name, data, &cfg)); err != nil {
+// Parse parses and validates configuration bytes; name is used in
+// errors. Unlike Load it leaves the fingerprint log off unless the bytes
+// name one. The Config it returns is validated, as Load's.
+func Parse(name string, data []byte) (Config, error) {
+	cfg := Default()
+	cfg.File = name
+	cfg.decodeErr = decodeConfig(name, data, &cfg)
+	if err := cfg.Check(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
@@ -581,7 +579,7 @@ func (u *Upstreams) UnmarshalYAML(n *yaml.Node) error {
 	}
 	out := make(Upstreams, 0, len(nodes))
 	for _, c := range nodes {
-		v, err := parseUpstream(c.Value)
+		v, err := ParseUpstream(c.Value)
 		if err != nil {
 			return nodeProblem(c, err)
 		}
@@ -591,7 +589,11 @@ func (u *Upstreams) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-func parseUpstream(s string) (*url.URL, error) {
+// ParseUpstream reads one upstream URL as the configuration file writes it:
+// http://, https:// (a missing port is the scheme's) or unix:/path.sock,
+// which becomes an http:// URL whose host names the socket (see
+// UnixSocket).
+func ParseUpstream(s string) (*url.URL, error) {
 	if path, ok := strings.CutPrefix(s, "unix:"); ok {
 		// unix:/run/gitea/gitea.sock: HTTP over a Unix socket. The URL gets
 		// a made-up host that names the socket; the transport dials it.
@@ -626,14 +628,15 @@ func parseUpstream(s string) (*url.URL, error) {
 
 // unixHost is the made-up host of a Unix-socket upstream: ".sock.invalid"
 // (RFC 2606) so it is never resolved, the socket's path hex-encoded so the
-// transport can read it back (unixSocket).
+// transport can read it back (UnixSocket).
 func unixHost(path string) string { return hex.EncodeToString([]byte(path)) + unixSuffix }
 
 const unixSuffix = ".sock.invalid:0"
 
-// unixSocket returns the socket path of a Unix-socket upstream's dial
-// address, or false for any other address.
-func unixSocket(addr string) (string, bool) {
+// UnixSocket returns the socket path of a Unix-socket upstream's dial
+// address (the host of a URL ParseUpstream made of unix:/path.sock), or
+// false for any other address.
+func UnixSocket(addr string) (string, bool) {
 	h, ok := strings.CutSuffix(addr, unixSuffix)
 	if !ok {
 		return "", false

@@ -1,4 +1,4 @@
-package edge
+package config
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ func TestConfigValuesFromElsewhere(t *testing.T) {
 	redis := write("redis_url", "redis://:pa$$word@127.0.0.1:6379/0\n")
 	alice := write("alice", string(hash)+"\r\n")
 	t.Setenv("MAAT_TEST_EMAIL", "ops@example.org")
-	cfg, err := ParseConfig("e.yaml", []byte(`tls: {mode: self-signed, cache: "", acme: {email: "${env:MAAT_TEST_EMAIL}"}}
+	cfg, err := Parse("e.yaml", []byte(`tls: {mode: self-signed, cache: "", acme: {email: "${env:MAAT_TEST_EMAIL}"}}
 store: {kind: redis, url: "${file:`+redis+`}"}
 sites:
   - hosts: [a.test]
@@ -64,7 +64,7 @@ func TestConfigValuesErrors(t *testing.T) {
 	if err := os.WriteFile(big, make([]byte, maxValueFileBytes+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ParseConfig("e.yaml", []byte(`tls: {mode: self-signed, cache: ""}
+	_, err := Parse("e.yaml", []byte(`tls: {mode: self-signed, cache: ""}
 store: {kind: redis, url: "${file:`+filepath.Join(dir, "missing")+`}"}
 log: {level: "${env:MAAT_TEST_SURELY_UNSET}"}
 challenge: {secret_file: "${file:`+big+`}"}
@@ -83,7 +83,7 @@ sites: [{hosts: [a.test], upstream: http://127.0.0.1:1}]
 		t.Errorf("error does not wrap the sentinels: %v", err)
 	}
 
-	cfg, err := ParseConfig("e.yaml", []byte(`tls: {mode: self-signed, cache: "", acme: {email: "x${env:HOME}"}}
+	cfg, err := Parse("e.yaml", []byte(`tls: {mode: self-signed, cache: "", acme: {email: "x${env:HOME}"}}
 divert: {"${env:HOME}": {upstream: http://127.0.0.1:3}}
 sites: [{hosts: [a.test], upstream: http://127.0.0.1:1, headers: {request: {set: {X-A: "${nope:x}"}}}}]
 `))

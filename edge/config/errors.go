@@ -1,4 +1,4 @@
-package edge
+package config
 
 import (
 	"bytes"
@@ -70,17 +70,17 @@ func decodeConfig(name string, data []byte, cfg *Config) error {
 	w.errs = expandValues(name, root)
 	w.walk(root, reflect.TypeFor[Config](), "")
 	if err := root.Decode(cfg); err != nil {
-		w.errs = append(w.errs, flattenErrors(decodeError(name, err, cfg.lines))...)
+		w.errs = append(w.errs, Problems(decodeError(name, err, cfg.lines))...)
 	}
 	if cfg.Log.Fingerprints == FingerprintsOff {
 		cfg.Log.Fingerprints = ""
 	}
-	return sortedByLine(w.errs)
+	return SortByLine(w.errs)
 }
 
-// errorLine is the line of a ConfigError, or 0.
+// errorLine is the line of an Error, or 0.
 func errorLine(err error) int {
-	var ce *ConfigError
+	var ce *Error
 	if errors.As(err, &ce) {
 		return ce.Line
 	}
@@ -179,7 +179,7 @@ func (w *walker) mapping(n *yaml.Node, path string, field func(k *yaml.Node) (re
 // known key when one is close.
 func (w *walker) unknown(k *yaml.Node, t reflect.Type, path string) {
 	known := yamlKeys(t)
-	w.errs = append(w.errs, &ConfigError{File: w.file, Line: k.Line, Key: path,
+	w.errs = append(w.errs, &Error{File: w.file, Line: k.Line, Key: path,
 		Err: &unknownKeyError{known: known, suggestion: suggest(k.Value, known)}})
 }
 
@@ -271,7 +271,7 @@ func editDistance(a, b string) int {
 // typeErrorRE matches one of yaml.v3's type errors.
 var typeErrorRE = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)(?: `(.*)`)? into (.+)$")
 
-// decodeError turns the errors of Node.Decode into ConfigErrors: the
+// decodeError turns the errors of Node.Decode into Errors: the
 // library's type errors are rewritten into words and placed at their key.
 func decodeError(name string, err error, lines keyLines) error {
 	var te *yaml.TypeError
@@ -289,7 +289,7 @@ func decodeError(name string, err error, lines keyLines) error {
 func typeError(name, msg string, lines keyLines) error {
 	m := typeErrorRE.FindStringSubmatch(msg)
 	if m == nil { // from an UnmarshalYAML of ours (nodeError)
-		ce := lineError(name, msg).(*ConfigError)
+		ce := lineError(name, msg).(*Error)
 		ce.Key = lines.keyAt(ce.Line)
 		return ce
 	}
@@ -298,7 +298,7 @@ func typeError(name, msg string, lines keyLines) error {
 	if m[3] != "" && (m[2] == "!!str" || m[2] == "!!int" || m[2] == "!!float" || m[2] == "!!bool") {
 		got += " " + strconv.Quote(m[3])
 	}
-	return &ConfigError{File: name, Line: line, Key: lines.keyAt(line),
+	return &Error{File: name, Line: line, Key: lines.keyAt(line),
 		Err: fmt.Errorf("want %s, got %s", goKind(m[4]), got)}
 }
 
@@ -328,7 +328,7 @@ func goKind(t string) string {
 	switch {
 	case strings.HasPrefix(t, "[]"):
 		return "a list ([a, b], or one \"- item\" per line)"
-	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "edge."):
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "config."):
 		return "a mapping (key: value lines)"
 	case t == "bool":
 		return "true or false"
@@ -354,7 +354,7 @@ func nodeProblem(n *yaml.Node, err error) error {
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
 }
 
-// lineError is a ConfigError from a message of the YAML library that
+// lineError is an Error from a message of the YAML library that
 // starts "line N:".
 func lineError(name, msg string) error {
 	msg = strings.TrimPrefix(msg, "yaml: ")
@@ -362,7 +362,7 @@ func lineError(name, msg string) error {
 	if n, _ := fmt.Sscanf(msg, "line %d:", &line); n == 1 {
 		msg = strings.TrimSpace(msg[strings.IndexByte(msg, ':')+1:])
 	}
-	return &ConfigError{File: name, Line: line, Err: errors.New(msg)}
+	return &Error{File: name, Line: line, Err: errors.New(msg)}
 }
 
 // syntaxError places a YAML syntax error on the line that causes it. The
@@ -372,13 +372,13 @@ func lineError(name, msg string) error {
 // same way (the parser stops at the first error), so a binary search finds
 // it; a line-by-line search checks the rare file where it does not.
 func syntaxError(name string, data []byte, err error) error {
-	ce := lineError(name, err.Error()).(*ConfigError)
+	ce := lineError(name, err.Error()).(*Error)
 	what := ce.Err.Error()
 	lines := strings.SplitAfter(string(data), "\n")
 	fails := func(k int) bool {
 		var n yaml.Node
 		e := yaml.Unmarshal([]byte(strings.Join(lines[:k], "")), &n)
-		return e != nil && lineError(name, e.Error()).(*ConfigError).Err.Error() == what
+		return e != nil && lineError(name, e.Error()).(*Error).Err.Error() == what
 	}
 	utf16 := bytes.HasPrefix(data, []byte{0xff, 0xfe}) || bytes.HasPrefix(data, []byte{0xfe, 0xff})
 	if len(lines) <= maxReparseLines && !utf16 { // lines of UTF-16 are not split at byte 0x0a
@@ -420,35 +420,40 @@ func syntaxWords(what, text string) string {
 	return what
 }
 
-// validated joins the problems of decoding (decodeErr) with Validate's,
-// leaving out what Validate says of keys whose values could not be
-// decoded, sorted by line and located.
-func (c *Config) validated(decodeErr error) error {
+// Check returns every problem of a configuration Read returned: the values
+// that could not be decoded and Validate's, leaving out what Validate says
+// of keys whose values could not be decoded, sorted by line and located.
+// It is what Load adds to Read.
+func (c *Config) Check() error {
+	decodeErr := c.decodeErr
 	if decodeErr != nil && c.lines == nil { // not YAML: nothing to validate
 		return decodeErr
 	}
-	errs := flattenErrors(decodeErr)
+	errs := Problems(decodeErr)
 	bad, decodeFailed := errorKeys(errs), len(errs) > 0
-	for _, e := range flattenErrors(c.Validate()) {
+	for _, e := range Problems(c.Validate()) {
 		// After values that could not be decoded, Validate's problems
 		// at keys they left unset, or at keys not written at all, are
 		// consequences, not news.
-		var ce *ConfigError
+		var ce *Error
 		if errors.As(e, &ce) && decodeFailed &&
-			(c.lines.line(ce.Key) == 0 || slices.ContainsFunc(bad, func(k string) bool { return keysOverlap(k, ce.Key) })) {
+			(c.lines.line(ce.Key) == 0 || slices.ContainsFunc(bad, func(k string) bool { return KeysOverlap(k, ce.Key) })) {
 			continue
 		}
 		errs = append(errs, e)
 	}
-	return sortedByLine(flattenErrors(c.Locate(errors.Join(errs...))))
+	if decodeFailed {
+		c.valid = false
+	}
+	return SortByLine(Problems(c.Locate(errors.Join(errs...))))
 }
 
-// errorKeys lists the keys of the ConfigErrors among errs, and for a
+// errorKeys lists the keys of the Errors among errs, and for a
 // misspelt key the key it probably meant (left unset by the typo).
 func errorKeys(errs []error) []string {
 	var keys []string
 	for _, e := range errs {
-		var ce *ConfigError
+		var ce *Error
 		if !errors.As(e, &ce) || ce.Key == "" {
 			continue
 		}
@@ -462,15 +467,17 @@ func errorKeys(errs []error) []string {
 	return keys
 }
 
-// keysOverlap reports whether a and b are one key, or one holds the other.
-func keysOverlap(a, b string) bool {
+// KeysOverlap reports whether a and b are one key, or one holds the other
+// (sites[0] holds sites[0].hosts[1]).
+func KeysOverlap(a, b string) bool {
 	under := func(x, y string) bool { return strings.HasPrefix(x, y+".") || strings.HasPrefix(x, y+"[") }
 	return a == b || under(a, b) || under(b, a)
 }
 
-// sortedByLine joins errs in the order of their lines, those without a
-// line last; nil when there are none.
-func sortedByLine(errs []error) error {
+// SortByLine joins errs in the order of their lines, those without a
+// line last (the order of errs otherwise kept); nil when there are none.
+// It sorts errs in place.
+func SortByLine(errs []error) error {
 	slices.SortStableFunc(errs, func(a, b error) int {
 		la, lb := errorLine(a), errorLine(b)
 		if (la == 0) != (lb == 0) {
@@ -481,17 +488,18 @@ func sortedByLine(errs []error) error {
 	return errors.Join(errs...)
 }
 
-// Locate fills in the line of each ConfigError in err (from LoadConfig,
-// Validate, New or NewHandler) from where its key was written in the file
-// c was read from, and the file name where it is missing. It returns err.
+// Locate fills in the line of each Error in err (from Load, Validate, or
+// New or NewHandler of package edge) from where its key was written in the
+// file c was read from, and the file name where it is missing. It returns
+// err.
 func (c *Config) Locate(err error) error {
-	for _, e := range flattenErrors(err) {
-		var ce *ConfigError
+	for _, e := range Problems(err) {
+		var ce *Error
 		if !errors.As(e, &ce) {
 			continue
 		}
 		if ce.File == "" {
-			ce.File = c.path
+			ce.File = c.File
 		}
 		if ce.Line == 0 && ce.Key != "" {
 			ce.Line = c.lines.line(ce.Key)
@@ -500,10 +508,12 @@ func (c *Config) Locate(err error) error {
 	return err
 }
 
-// flattenErrors returns the errors joined in err by errors.Join (nested
-// joins too), or err alone. Other errors with several causes (a
-// ConfigError, fmt.Errorf with two %w) are one problem each.
-func flattenErrors(err error) []error {
+// Problems lists the problems joined in err (by errors.Join, as Validate,
+// Load and `edge config check` join them), one per element, for printing
+// one a line: the errors joined in err (nested joins too), or err alone.
+// Other errors with several causes (an Error, fmt.Errorf with two %w) are
+// one problem each.
+func Problems(err error) []error {
 	if err == nil {
 		return nil
 	}
@@ -521,7 +531,7 @@ func flattenErrors(err error) []error {
 	}
 	var out []error
 	for _, e := range parts {
-		out = append(out, flattenErrors(e)...)
+		out = append(out, Problems(e)...)
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package edge
+package config
 
 import (
 	"errors"
@@ -115,16 +115,16 @@ sites:
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseConfig("e.yaml", []byte(tt.yaml))
+			_, err := Parse("e.yaml", []byte(tt.yaml))
 			if err == nil {
 				t.Fatal("no error")
 			}
 			var got []string
 			for _, e := range Problems(err) {
 				got = append(got, e.Error())
-				var ce *ConfigError
-				if !errors.As(e, &ce) || !errors.Is(e, ErrConfig) {
-					t.Errorf("%q is not a ConfigError wrapping ErrConfig", e)
+				var ce *Error
+				if !errors.As(e, &ce) || !errors.Is(e, ErrInvalid) {
+					t.Errorf("%q is not an Error wrapping ErrInvalid", e)
 				}
 			}
 			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
@@ -160,32 +160,16 @@ func TestEditDistance(t *testing.T) {
 	}
 }
 
-// TestLocateNewErrors: an error New or NewHandler returns under a key (the
-// policy) gets the line the key was written on.
-func TestLocateNewErrors(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	cfg, err := ParseConfig(dir+"/edge.yaml", []byte("tls: {mode: self-signed, cache: ''}\n\npolicy: "+dir+"/missing.yaml\nsites: [{hosts: [a.example], upstream: 'http://127.0.0.1:1'}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = NewHandler(cfg, Env{})
-	want := dir + "/edge.yaml:3: policy: open " + dir + "/missing.yaml: no such file or directory"
-	if err == nil || cfg.Locate(err).Error() != want {
-		t.Errorf("got %v, want %s", err, want)
-	}
-}
-
-// BenchmarkParseConfig reads the example configuration: every key.
-func BenchmarkParseConfig(b *testing.B) {
-	data, err := os.ReadFile("../edge.example.yaml")
+// BenchmarkParse reads the example configuration: every key.
+func BenchmarkParse(b *testing.B) {
+	data, err := os.ReadFile("../../edge.example.yaml")
 	if err != nil {
 		b.Skip(err)
 	}
 	data = append(data, "sites: [{hosts: [a.example], upstream: 'http://127.0.0.1:1'}]\n"...)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ParseConfig("edge.example.yaml", data); err != nil && !strings.Contains(err.Error(), "sites") {
+		if _, err := Parse("edge.example.yaml", data); err != nil && !strings.Contains(err.Error(), "sites") {
 			b.Fatal(err)
 		}
 	}
@@ -203,7 +187,7 @@ func BenchmarkSyntaxErrorLine(b *testing.B) {
 	data := []byte(sb.String())
 	b.ReportAllocs()
 	for b.Loop() {
-		_, err := ParseConfig("big.yaml", data)
+		_, err := Parse("big.yaml", data)
 		if err == nil || !strings.Contains(err.Error(), "big.yaml:1001:") {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package edge
+package config
 
 import (
 	"errors"
@@ -62,7 +62,7 @@ func (e *expander) node(n *yaml.Node, path string) {
 		v, ok, err := valueOf(n.Value)
 		switch {
 		case err != nil:
-			e.errs = append(e.errs, &ConfigError{File: e.file, Line: n.Line, Key: path, Err: err})
+			e.errs = append(e.errs, &Error{File: e.file, Line: n.Line, Key: path, Err: err})
 		case ok:
 			n.Value, n.Tag, n.Style = v, "!!str", 0
 		}

@@ -1,11 +1,13 @@
-package edge
+package config
 
 import (
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,20 +30,21 @@ type problems struct {
 
 // add records a problem of key, written as format says.
 func (p *problems) add(key, format string, args ...any) {
-	p.errs = append(p.errs, &ConfigError{File: p.file, Key: key, Err: fmt.Errorf(format, args...)})
+	p.errs = append(p.errs, &Error{File: p.file, Key: key, Err: fmt.Errorf(format, args...)})
 }
 
 // leaf records what a leaf's own Validate or Parse said about key: the
 // leaf owns its allowed values, the edge only says where they were written.
 func (p *problems) leaf(key string, err error) {
-	for _, e := range flattenErrors(err) { // errors.Join'ed problems, one each
-		p.errs = append(p.errs, &ConfigError{File: p.file, Key: key, Err: e})
+	for _, e := range Problems(err) { // errors.Join'ed problems, one each
+		p.errs = append(p.errs, &Error{File: p.file, Key: key, Err: e})
 	}
 }
 
-// Validate reports every problem of the configuration at once.
+// Validate reports every problem of the configuration at once. It marks a
+// Config it finds valid (see Validated).
 func (c *Config) Validate() error {
-	p := &problems{file: c.path}
+	p := &problems{file: c.File}
 	c.validateListen(p)
 	c.validateTLS(p)
 	c.validateSites(p)
@@ -53,8 +56,15 @@ func (c *Config) Validate() error {
 	c.validateDivert(p)
 	c.validateGeo(p)
 	c.validateUpstreamTLS(p)
+	c.valid = len(p.errs) == 0
 	return errors.Join(p.errs...)
 }
+
+// Validated reports whether c is known to be valid: Load or Parse returned
+// it, or Validate found it valid. A Config changed after that keeps the
+// mark; whoever changes one validates it again (package edge's New,
+// NewHandler and Reload validate only a Config without the mark, once).
+func (c *Config) Validated() bool { return c.valid }
 
 func (c *Config) validateListen(p *problems) {
 	check := func(key, addr string, required bool) {
@@ -81,7 +91,7 @@ func (c *Config) validateListen(p *problems) {
 }
 
 func (c *Config) validateTLS(p *problems) {
-	cc := certsConfig(c)
+	cc := c.Certs()
 	if c.TLS.ACME.EABKeyID != "" {
 		if key, err := decodeEABKey(c.TLS.ACME.EABKey); err != nil || len(key) == 0 {
 			p.add("tls.acme.eab_hmac_key", "the CA's base64url MAC key is needed with eab_key_id")
@@ -108,7 +118,7 @@ func (c *Config) validateSites(p *problems) {
 		}
 		for j, h := range s.Hosts {
 			hk := fmt.Sprintf("%s.hosts[%d]", key, j)
-			n := normalizeHost(h)
+			n := NormalizeHost(h)
 			switch {
 			case n == "" || strings.ContainsAny(n, "/:@ ") && net.ParseIP(n) == nil:
 				p.add(hk, "not a host name: %q", h)
@@ -118,11 +128,11 @@ func (c *Config) validateSites(p *problems) {
 				seen[n] = i + 1
 			}
 		}
-		checkTarget(p, key, s.Upstream, s.Root, staticConfig(c, "", s.Root, s.Browse, false, s.Errors))
+		checkTarget(p, key, s.Upstream, s.Root, s.Static(c.Limits.Ranges))
 		if s.MaxBodyBytes < 0 {
 			p.add(key+".max_body_bytes", "must not be negative")
 		}
-		if s.Canonical != "" && !slices.Contains(normalizedHosts(s.Hosts), normalizeHost(s.Canonical)) {
+		if s.Canonical != "" && !slices.Contains(normalizedHosts(s.Hosts), NormalizeHost(s.Canonical)) {
 			p.add(key+".canonical", "%q is not one of the site's hosts", s.Canonical)
 		}
 		checkRedirects(p, key, s.Redirects)
@@ -168,7 +178,7 @@ func (c *Config) validateRoute(p *problems, key string, r *Route) {
 	if strings.HasPrefix(r.Path, "/.maat/") {
 		p.add(key+".path", "/.maat/ belongs to the edge")
 	}
-	checkTarget(p, key, r.Upstream, r.Root, staticConfig(c, r.Path, r.Root, r.Browse, r.StripPrefix, r.Errors))
+	checkTarget(p, key, r.Upstream, r.Root, r.Static(c.Limits.Ranges))
 	if r.Root == "" && (r.StripPrefix || len(r.Errors) > 0) {
 		p.add(key, "strip_prefix and errors need a root")
 	}
@@ -389,7 +399,7 @@ func validHeaderName(n string) bool {
 func normalizedHosts(hs []string) []string {
 	out := make([]string, len(hs))
 	for i, h := range hs {
-		out[i] = normalizeHost(h)
+		out[i] = NormalizeHost(h)
 	}
 	return out
 }
@@ -398,7 +408,27 @@ func decodeEABKey(s string) ([]byte, error) {
 	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
 }
 
-// normalizeHost lowercases a host name and drops a trailing dot.
-func normalizeHost(h string) string {
+// NormalizeHost lowercases a host name and drops a trailing dot: the form
+// in which hosts are compared, here and where requests are routed.
+func NormalizeHost(h string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+}
+
+// loadRoots reads a PEM file of CA certificates, as the edge does when it
+// builds the upstream's TLS configuration (edge/upstream.go's loadRoots,
+// whose errors these are too).
+func loadRoots(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("edge: upstream_tls.ca_file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("edge: upstream_tls.ca_file %s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
