@@ -3,7 +3,7 @@ package maat_test
 // The documentation is part of the product: the README names every
 // command, and no relative link in any Markdown file of the repository is
 // dead or points outside it. (docs/configuration.md against the
-// configuration's keys: edge/example_config_test.go.)
+// configuration's keys: edge/config/examplefile_test.go.)
 
 import (
 	"fmt"
