@@ -505,7 +505,8 @@ func Load(path string) (Config, error) {
 // Read reads a configuration file with the defaults of `edge run`, as Load
 // does, without validating it. It fails when the file cannot be read or is
 // not YAML; the values it could not decode are reported by Check, with
-// every problem Validate finds. It lets `edge config check` go on to
+// every problem Validate finds (Validate alone does not see them: call
+// Check before using the Config). It lets `edge config check` go on to
 // check more of a configuration that has problems.
 func Read(path string) (Config, error) {
 	data, err := os.ReadFile(path)
