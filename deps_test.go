@@ -47,7 +47,9 @@ func allowed(from, to string) bool {
 	case from == "edge":
 		return leaves[top(to)]
 	case from == "cmd/edge":
-		return to == "edge"
+		return to == "edge" || to == "edge/config" || to == "cmd/edge/internal/ops"
+	case from == "cmd/edge/internal/ops":
+		return to == "edge" || to == "edge/config" || leaves[top(to)]
 	case strings.HasPrefix(from, "fuzz/"), strings.HasPrefix(from, "bench/"):
 		return to == "edge" || leaves[top(to)]
 	case strings.HasPrefix(from, "internal/"):
@@ -132,6 +134,10 @@ func TestPolicyTable(t *testing.T) {
 		{"tlsfp", "internal/testclient", false},
 		{"bench/attack", "internal/testattack", true},
 		{"cmd/edge", "internal/testattack", false},
+		{"cmd/edge", "cmd/edge/internal/ops", true},
+		{"cmd/edge/internal/ops", "edge", true},
+		{"cmd/edge/internal/ops", "policy", true},
+		{"edge", "cmd/edge/internal/ops", false},
 	} {
 		if got := allowed(tt.from, tt.to); got != tt.want {
 			t.Errorf("allowed(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/maatproxy/maat/cmd/edge/internal/ops"
 	"github.com/maatproxy/maat/edge"
 )
 
@@ -33,7 +34,7 @@ func runDemo(ctx context.Context, s stdio, addr, upstream, fpLog string) error {
 	defer stop()
 	up := upstream
 	if up == "" {
-		u, err := edge.StartDemoUpstream(ctx)
+		u, err := ops.StartDemoUpstream(ctx)
 		if err != nil {
 			return err
 		}
@@ -150,7 +151,7 @@ each with file, line and key; the exit status is 1 if there is any.`,
 				if err != nil {
 					return err
 				}
-				warnings, err := edge.CheckConfig(path)
+				warnings, err := ops.CheckConfig(path)
 				for _, w := range warnings {
 					fmt.Fprintln(s.err, "edge: warning:", w)
 				}
