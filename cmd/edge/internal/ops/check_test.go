@@ -50,6 +50,7 @@ func TestCheckConfigFindsWhatRunRefuses(t *testing.T) {
 	notMMDB := write("asn.mmdb", "not a database\n")
 	badTemplates := write("templates/page.html", `{{define "page"}}{{.Nope`)
 	aFile := write("a-file", "x")
+	shortSecret := write("short-secret", "abc")
 	base := "listen: { https: \"127.0.0.1:0\", http: \"\", admin: \"\" }\nlog: { fingerprints: off }\n"
 	site := "sites:\n  - hosts: [a.test]\n    upstream: http://127.0.0.1:1\n"
 	for _, tt := range []struct {
@@ -76,6 +77,8 @@ func TestCheckConfigFindsWhatRunRefuses(t *testing.T) {
 			":4: geo: "},
 		{"templates that do not parse", base + "tls: {mode: self-signed, cache: ''}\nchallenge: {template_dir: " + filepath.Dir(badTemplates) + "}\n" + site,
 			":4: challenge.template_dir: "},
+		{"secret too short", base + "tls: {mode: self-signed, cache: ''}\nchallenge: {secret_file: " + shortSecret + "}\n" + site,
+			":4: challenge.secret_file: secret file " + shortSecret + " holds 3 bytes"},
 		{"state directory unmakeable", base + "tls: {mode: self-signed, cache: " + aFile + "/state}\n" + site,
 			":3: tls.cache: directory " + aFile + "/state cannot be made"},
 	} {
