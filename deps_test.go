@@ -49,7 +49,9 @@ func allowed(from, to string) bool {
 	case from == "edge":
 		return leaves[top(to)] || to == "edge/config"
 	case from == "cmd/edge":
-		return to == "edge" || to == "edge/config"
+		return to == "edge" || to == "edge/config" || to == "cmd/edge/internal/ops"
+	case from == "cmd/edge/internal/ops":
+		return to == "edge" || to == "edge/config" || leaves[top(to)]
 	case strings.HasPrefix(from, "fuzz/"), strings.HasPrefix(from, "bench/"):
 		return to == "edge" || leaves[top(to)]
 	case strings.HasPrefix(from, "internal/"):
@@ -134,6 +136,10 @@ func TestPolicyTable(t *testing.T) {
 		{"tlsfp", "internal/testclient", false},
 		{"bench/attack", "internal/testattack", true},
 		{"cmd/edge", "internal/testattack", false},
+		{"cmd/edge", "cmd/edge/internal/ops", true},
+		{"cmd/edge/internal/ops", "edge", true},
+		{"cmd/edge/internal/ops", "policy", true},
+		{"edge", "cmd/edge/internal/ops", false},
 		{"edge", "edge/config", true},
 		{"cmd/edge", "edge/config", true},
 		{"edge/config", "certs", true},

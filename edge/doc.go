@@ -17,7 +17,11 @@
 //     goroutine it starts, swaps in a new Handler on Reload and drains on
 //     Shutdown.
 //
-// cmd/edge is a thin command line over this package; the offline tools
-// (policy check and explain, robots2policy, fp top) are here too, so that
-// it imports nothing else.
+// cmd/edge is a thin command line over this package. Its offline tools
+// (policy check and explain, robots2policy, fp top, config check, the demo
+// application, the local CA, password hashes) are cmd/edge/internal/ops,
+// which imports edge and never the other way round. offline.go holds what
+// edge exports for those tools alone: the steps New takes with a
+// configuration, each on its own, for `edge config check` to take without
+// listening or writing.
 package edge

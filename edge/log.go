@@ -147,3 +147,10 @@ func (s *Server) logReload(ctx context.Context, old, cur *Handler) {
 	attrs = append(attrs, policyAttrs(cur, "policy_")...)
 	s.log.LogAttrs(ctx, slog.LevelInfo, "reloaded", attrs...)
 }
+
+func orString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

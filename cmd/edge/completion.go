@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/cmd/edge/internal/ops"
 )
 
 func completionCommand() *command {
@@ -84,7 +84,7 @@ _edge() {
         %s) COMPREPLY=( $(compgen -f -- "$cur") ); return ;;
     esac
     case "$cmd${sub:+ $sub}" in
-`, strings.Join(topWords()[:len(topWords())-1], " "), strings.Join(edge.FPTopFields(), " "), strings.Join(fileFlags, "|"))
+`, strings.Join(topWords()[:len(topWords())-1], " "), strings.Join(ops.FPTopFields(), " "), strings.Join(fileFlags, "|"))
 	for _, c := range commands() {
 		flags := append(c.flagNames(), "-h")
 		args := `COMPREPLY=( $(compgen -f -- "$cur") )`
@@ -147,7 +147,7 @@ func writeZshCompletion(w io.Writer) {
 			case slices.Contains(fileFlags, "-"+f.Name):
 				spec += ":file:_files"
 			case f.Name == "by":
-				spec += ":field:(" + strings.Join(edge.FPTopFields(), " ") + ")"
+				spec += ":field:(" + strings.Join(ops.FPTopFields(), " ") + ")"
 			case isBoolFlag(f):
 			default:
 				spec += ":value: "

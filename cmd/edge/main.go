@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/edge/config"
 )
 
 func main() {
@@ -65,7 +66,7 @@ func printError(w io.Writer, err error) {
 	if err == nil || errors.Is(err, errHelpShown) {
 		return
 	}
-	for _, p := range edge.Problems(err) {
+	for _, p := range config.Problems(err) {
 		msg := p.Error()
 		if errors.Is(p, errUsage) {
 			msg = strings.TrimPrefix(msg, errUsage.Error()+": ")

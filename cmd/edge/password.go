@@ -12,7 +12,7 @@ import (
 	"os/signal"
 	"strings"
 
-	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/cmd/edge/internal/ops"
 )
 
 func hashPasswordCommand() *command {
@@ -30,7 +30,7 @@ shows); otherwise it reads the first line of standard input:
 				if err != nil {
 					return err
 				}
-				hash, err := edge.HashPassword(pw)
+				hash, err := ops.HashPassword(pw)
 				if err != nil {
 					return err
 				}

@@ -8,7 +8,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/maatproxy/maat/cmd/edge/internal/ops"
 	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/edge/config"
 )
 
 func demoCommand() *command {
@@ -33,13 +35,13 @@ func runDemo(ctx context.Context, s stdio, addr, upstream, fpLog string) error {
 	defer stop()
 	up := upstream
 	if up == "" {
-		u, err := edge.StartDemoUpstream(ctx)
+		u, err := ops.StartDemoUpstream(ctx)
 		if err != nil {
 			return err
 		}
 		up = u
 	}
-	off := fpLog == "" || fpLog == edge.FingerprintsOff
+	off := fpLog == "" || fpLog == config.FingerprintsOff
 	cfg, err := edge.DemoConfig(edge.DemoOptions{Addr: addr, Upstream: up, FPLog: fpLog})
 	if err != nil {
 		return err
@@ -102,7 +104,7 @@ JSON, or text on a terminal.`,
 }
 
 func serve(ctx context.Context, s stdio, path string) error {
-	cfg, err := edge.LoadConfig(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		return err
 	}
@@ -150,7 +152,7 @@ each with file, line and key; the exit status is 1 if there is any.`,
 				if err != nil {
 					return err
 				}
-				warnings, err := edge.CheckConfig(path)
+				warnings, err := ops.CheckConfig(path)
 				for _, w := range warnings {
 					fmt.Fprintln(s.err, "edge: warning:", w)
 				}

@@ -8,7 +8,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/cmd/edge/internal/ops"
+	"github.com/maatproxy/maat/edge/config"
 )
 
 func policyCheckCommand() *command {
@@ -18,7 +19,7 @@ func policyCheckCommand() *command {
 that are skipped (an Anubis feature this edge does not have) are warnings.`,
 		flags: func(*flag.FlagSet) func(context.Context, stdio, []string) error {
 			return func(_ context.Context, s stdio, args []string) error {
-				warnings, err := edge.CheckPolicy(args[0])
+				warnings, err := ops.CheckPolicy(args[0])
 				if err != nil {
 					return err
 				}
@@ -49,7 +50,7 @@ configuration has databases. The output says which checks ran.`,
 			polPath := fs.String("policy", "", "a policy file to use without a configuration")
 			fromLog := fs.String("from-log", "", `one line of the fingerprint log ("-" = read it from standard input)`)
 			noDNS := fs.Bool("no-dns", false, "skip crawler verification (offline)")
-			var er edge.ExplainRequest
+			var er ops.ExplainRequest
 			fs.StringVar(&er.UA, "ua", "", "User-Agent")
 			fs.StringVar(&er.Path, "path", "", "request path, with query (default /)")
 			fs.StringVar(&er.IP, "ip", "", "client address (default 192.0.2.1)")
@@ -74,18 +75,18 @@ configuration has databases. The output says which checks ran.`,
 						fmt.Fprintln(s.err, "edge: warning: the log line's remote_ip is not an address (log.client_ip hides it): explaining as 192.0.2.1; give -ip to choose")
 					}
 				}
-				o := edge.ExplainOptions{Policy: *polPath, NoDNS: *noDNS}
+				o := ops.ExplainOptions{Policy: *polPath, NoDNS: *noDNS}
 				if *cfgPath != "" {
 					if *polPath != "" {
 						return usageError("policy explain", "give -config or -policy, not both")
 					}
-					cfg, err := edge.LoadConfig(*cfgPath)
+					cfg, err := config.Load(*cfgPath)
 					if err != nil {
 						return err
 					}
 					o.Config = &cfg
 				}
-				out, err := edge.ExplainPolicy(ctx, er, o)
+				out, err := ops.ExplainPolicy(ctx, er, o)
 				if err != nil {
 					return err
 				}
@@ -101,19 +102,19 @@ configuration has databases. The output says which checks ran.`,
 
 // explainFromLog reads the -from-log line: the flag's value, or one line
 // of in for "-".
-func explainFromLog(v string, in io.Reader) (edge.ExplainRequest, error) {
+func explainFromLog(v string, in io.Reader) (ops.ExplainRequest, error) {
 	if v == "-" {
 		b, err := io.ReadAll(io.LimitReader(in, 1<<20))
 		if err != nil {
-			return edge.ExplainRequest{}, fmt.Errorf("read -from-log: %w", err)
+			return ops.ExplainRequest{}, fmt.Errorf("read -from-log: %w", err)
 		}
 		v, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
 	}
-	return edge.ExplainRequestFromLog([]byte(strings.TrimSpace(v)))
+	return ops.ExplainRequestFromLog([]byte(strings.TrimSpace(v)))
 }
 
 // mergeExplain takes the log line's request and the flags the user set.
-func mergeExplain(base, flags edge.ExplainRequest, set map[string]bool) edge.ExplainRequest {
+func mergeExplain(base, flags ops.ExplainRequest, set map[string]bool) ops.ExplainRequest {
 	pick := func(name string, dst *string, v string) {
 		if set[name] {
 			*dst = v
@@ -141,7 +142,7 @@ becomes a RATE rule, and the default policy is imported for the rest. Honest
 clients (git, curl, feed readers) stay allowed on Disallow paths unless
 -disallow-honest-clients.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, stdio, []string) error {
-			var o edge.RobotsOptions
+			var o ops.RobotsOptions
 			fs.BoolVar(&o.DisallowHonestClients, "disallow-honest-clients", false, "deny Disallow paths to honest clients too")
 			return func(_ context.Context, s stdio, args []string) error {
 				in := s.in
@@ -153,7 +154,7 @@ clients (git, curl, feed readers) stay allowed on Disallow paths unless
 					defer f.Close()
 					in = f
 				}
-				out, err := edge.RobotsToPolicy(in, o)
+				out, err := ops.RobotsToPolicy(in, o)
 				if err != nil {
 					return err
 				}
@@ -169,9 +170,9 @@ func fpTopCommand() *command {
 		name: "fp top", args: "FILE…", minArgs: 1, maxArgs: -1, summary: "Summarize fingerprint logs",
 		doc: `Counts the values of one field over fingerprint log files (plain or .gz;
 "-" reads standard input), the most frequent first, with the actions taken.
--by takes: ` + strings.Join(edge.FPTopFields(), ", ") + `.`,
+-by takes: ` + strings.Join(ops.FPTopFields(), ", ") + `.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, stdio, []string) error {
-			var o edge.FPTopOptions
+			var o ops.FPTopOptions
 			fs.StringVar(&o.By, "by", "ja4", "the field to count (see above)")
 			fs.StringVar(&o.Since, "since", "", "only records newer than this: 90m, 12h, 1d, 2w")
 			fs.IntVar(&o.Limit, "n", 20, "rows to show (negative: all)")
@@ -181,7 +182,7 @@ func fpTopCommand() *command {
 					return usageError("fp top", "%v", err)
 				}
 				o.Stdin = s.in
-				return edge.FPTop(s.out, args, o)
+				return ops.FPTop(s.out, args, o)
 			}
 		},
 	}

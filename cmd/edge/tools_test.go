@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/cmd/edge/internal/ops"
 )
 
 // fpLines are two fingerprint log lines as the edge writes them: one of
@@ -56,7 +56,7 @@ func TestFPTop(t *testing.T) {
 		"ip":      {"203.0.113.5": 1, "203.0.113.9": 1},
 		"family":  {"curl": 1, "": 1},
 	}
-	for _, by := range edge.FPTopFields() {
+	for _, by := range ops.FPTopFields() {
 		t.Run("by "+by, func(t *testing.T) {
 			t.Parallel()
 			out, errOut, code := edgeRun(t, "", "fp", "top", log, "-by", by, "-json") // flags after the file

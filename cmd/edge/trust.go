@@ -5,7 +5,8 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/cmd/edge/internal/ops"
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // defaultConfig is the configuration file the Debian package installs.
@@ -34,15 +35,15 @@ exists once the edge has started with that tls.cache.`,
 					return usageError("trust", "-root goes with -install")
 				}
 				if *install {
-					if err := edge.CanInstallCA(*root); err != nil {
+					if err := ops.CanInstallCA(*root); err != nil {
 						return err
 					}
 				}
-				cfg, err := edge.LoadConfig(path)
+				cfg, err := config.Load(path)
 				if err != nil {
 					return err
 				}
-				pem, err := edge.LocalCA(&cfg)
+				pem, err := ops.LocalCA(&cfg)
 				if err != nil {
 					return err
 				}
@@ -50,7 +51,7 @@ exists once the edge has started with that tls.cache.`,
 					_, err := s.out.Write(pem)
 					return err
 				}
-				did, err := edge.InstallCA(ctx, pem, *root)
+				did, err := ops.InstallCA(ctx, pem, *root)
 				if err != nil {
 					return err
 				}

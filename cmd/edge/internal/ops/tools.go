@@ -1,4 +1,4 @@
-package edge
+package ops
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -16,12 +15,10 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/policy"
 )
-
-// The offline tools of the command line (DESIGN.md, "Command line"): thin
-// passes to the leaves, so that cmd/edge imports edge alone.
 
 // CheckPolicy validates a policy file, ours or Anubis's, and returns its
 // warnings. Errors name file:line.
@@ -32,10 +29,6 @@ func CheckPolicy(path string) (warnings []string, err error) {
 	}
 	return p.Warnings(), nil
 }
-
-// Problems lists the problems joined in err (by errors.Join, as Validate
-// and CheckConfig join them), one per element, for printing one a line.
-func Problems(err error) []error { return flattenErrors(err) }
 
 // RobotsOptions tune RobotsToPolicy.
 type RobotsOptions = policy.RobotsOptions
@@ -94,70 +87,6 @@ func FPTop(w io.Writer, files []string, o FPTopOptions) error {
 	return fplog.WriteTopTable(w, rows)
 }
 
-// BuildInfo is what `edge version` says of the binary.
-type BuildInfo struct {
-	// Version is the module version: v1.2.3 for `go install …@v1.2.3` or
-	// a build of a tagged commit, a pseudo-version for other commits, and
-	// "(devel)" when the build recorded none (VCS stamping off).
-	Version string
-	// Commit and Modified are the VCS revision the binary was built from
-	// and whether the tree had changes; empty and false when not stamped.
-	Commit   string
-	Modified bool
-	// Time is the commit's time (RFC 3339), when stamped.
-	Time      string
-	GoVersion string
-}
-
-// ReadBuildInfo reads the binary's build information.
-func ReadBuildInfo() BuildInfo {
-	bi, ok := debug.ReadBuildInfo()
-	return buildInfo(bi, ok)
-}
-
-func buildInfo(bi *debug.BuildInfo, ok bool) BuildInfo {
-	if !ok || bi == nil {
-		return BuildInfo{Version: "(unknown)", GoVersion: "(unknown)"}
-	}
-	b := BuildInfo{Version: bi.Main.Version, GoVersion: bi.GoVersion}
-	if b.Version == "" {
-		b.Version = "(devel)"
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			b.Commit = s.Value
-		case "vcs.modified":
-			b.Modified = s.Value == "true"
-		case "vcs.time":
-			b.Time = s.Value
-		}
-	}
-	return b
-}
-
-// String is the line `edge version` prints, e.g.
-// "edge v1.2.0 (commit 3f2a9c1d07e5, 2025-06-01T10:00:00Z) go1.26.0".
-func (b BuildInfo) String() string {
-	var s strings.Builder
-	s.WriteString("edge " + b.Version)
-	switch {
-	case b.Commit != "":
-		s.WriteString(" (commit " + b.Commit[:min(12, len(b.Commit))])
-		if b.Modified {
-			s.WriteString(", modified")
-		}
-		if b.Time != "" {
-			s.WriteString(", " + b.Time)
-		}
-		s.WriteString(")")
-	case b.Version == "(devel)":
-		s.WriteString(" (built without version stamping: go install …@version, or go build -buildvcs=true in a clone, records it)")
-	}
-	s.WriteString(" " + b.GoVersion)
-	return s.String()
-}
-
 // HashPassword returns the bcrypt hash of a password, for
 // basic_auth.users. Passwords longer than 72 bytes are refused: bcrypt
 // would ignore the rest.
@@ -178,13 +107,13 @@ func HashPassword(password []byte) (string, error) {
 // LocalCA returns the certificate, in PEM, of the local CA that
 // tls.mode: self-signed signs with, as the edge keeps it in tls.cache. It
 // makes none: before the edge's first start there is none to trust.
-func LocalCA(cfg *Config) ([]byte, error) {
-	cc := certsConfig(cfg)
+func LocalCA(cfg *config.Config) ([]byte, error) {
+	cc := cfg.Certs()
 	switch {
 	case cc.Mode != certs.ModeSelfSigned:
-		return nil, cfg.Locate(&ConfigError{File: cfg.File, Key: "tls.mode", Err: fmt.Errorf("is %q: only self-signed has a local CA to trust", cc.Mode)})
+		return nil, cfg.Locate(&config.Error{File: cfg.File, Key: "tls.mode", Err: fmt.Errorf("is %q: only self-signed has a local CA to trust", cc.Mode)})
 	case cc.CacheDir == "":
-		return nil, cfg.Locate(&ConfigError{File: cfg.File, Key: "tls.cache", Err: errors.New("is empty: the local CA lives in the running edge's memory only; set tls.cache to keep it")})
+		return nil, cfg.Locate(&config.Error{File: cfg.File, Key: "tls.cache", Err: errors.New("is empty: the local CA lives in the running edge's memory only; set tls.cache to keep it")})
 	}
 	cache := &recordingCache{Cache: certs.DirCache(cc.CacheDir)}
 	cc.Cache = cache

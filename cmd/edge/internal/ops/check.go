@@ -1,10 +1,10 @@
-package edge
+package ops
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -14,8 +14,10 @@ import (
 
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/challenge"
-	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/geo"
+	"github.com/maatproxy/maat/locales"
 	"github.com/maatproxy/maat/static"
 )
 
@@ -34,7 +36,7 @@ import (
 // line and key, and the warnings run would log (a policy's skipped rules,
 // a secret that will not survive a restart).
 func CheckConfig(path string) (warnings []string, err error) {
-	cfg, err := readConfig(path)
+	cfg, err := config.Read(path)
 	if err != nil {
 		return nil, err
 	}
@@ -49,14 +51,14 @@ func CheckConfig(path string) (warnings []string, err error) {
 	c.roots()
 	c.templates()
 	if len(c.errs) == 0 {
-		c.handler()
+		c.add(edge.CheckHandler(cfg))
 	}
-	return c.warnings, sortedByLine(flattenErrors(cfg.Locate(errors.Join(c.errs...))))
+	return c.warnings, config.SortByLine(config.Problems(cfg.Locate(errors.Join(c.errs...))))
 }
 
 // checker collects the problems of one configuration.
 type checker struct {
-	cfg      *Config
+	cfg      *config.Config
 	errs     []error
 	warnings []string
 	bad      []string // keys already reported, so that a check does not report them twice
@@ -64,8 +66,8 @@ type checker struct {
 
 // add records the problems joined in err.
 func (c *checker) add(err error) {
-	for _, e := range flattenErrors(err) {
-		var ce *ConfigError
+	for _, e := range config.Problems(err) {
+		var ce *config.Error
 		if errors.As(e, &ce) {
 			c.bad = append(c.bad, ce.Key)
 		}
@@ -73,16 +75,17 @@ func (c *checker) add(err error) {
 	}
 }
 
-// fail records a problem of key.
+// fail records a problem of key. CheckConfig's Locate names the file and
+// line.
 func (c *checker) fail(key string, err error) {
 	if err != nil {
-		c.add(&ConfigError{File: c.cfg.File, Key: key, Err: err})
+		c.add(&config.Error{File: c.cfg.File, Key: key, Err: err})
 	}
 }
 
 // reported tells whether key, or a key around or under it, has a problem.
 func (c *checker) reported(key string) bool {
-	return slices.ContainsFunc(c.bad, func(b string) bool { return keysOverlap(b, key) })
+	return slices.ContainsFunc(c.bad, func(b string) bool { return config.KeysOverlap(b, key) })
 }
 
 // listen resolves the listen addresses' host names, as binding them would.
@@ -102,7 +105,7 @@ func (c *checker) policy() {
 	if c.reported("policy") {
 		return
 	}
-	p, err := loadPolicy(c.cfg)
+	p, err := edge.LoadPolicy(c.cfg)
 	if err != nil {
 		c.fail("policy", err)
 		return
@@ -114,7 +117,7 @@ func (c *checker) policy() {
 
 func (c *checker) geo() {
 	g := c.cfg.Geo
-	if g == (GeoConfig{}) || c.reported("geo") {
+	if g == (config.GeoConfig{}) || c.reported("geo") {
 		return
 	}
 	_, err := geo.Open(geo.Config{ASNDB: g.ASNDB, CountryDB: g.CountryDB})
@@ -128,7 +131,7 @@ func (c *checker) certificates() {
 	if c.reported("tls") {
 		return
 	}
-	cc := certsConfig(c.cfg)
+	cc := c.cfg.Certs()
 	if cc.CacheDir != "" {
 		cc.Cache = readOnlyCache{certs.DirCache(cc.CacheDir)}
 		if err := checkDir(cc.CacheDir, true); err != nil {
@@ -149,37 +152,11 @@ func (readOnlyCache) Delete(context.Context, string) error      { return nil }
 // state checks the challenge secret: readable, or makeable where run makes
 // it. Without challenge.secret_file a failure is a warning, as in run.
 func (c *checker) state() {
-	path, explicit := secretPath(c.cfg)
-	if path == "" {
-		c.warnings = append(c.warnings, "neither challenge.secret_file nor tls.cache is set: the challenge secret will be random per process, and pass cookies and hashed client addresses will not survive a restart")
-		return
+	w, err := edge.CheckSecret(c.cfg, func(dir string) error { return checkDir(dir, true) })
+	if w != "" {
+		c.warnings = append(c.warnings, w)
 	}
-	err := checkSecret(path)
-	var short *shortSecretError
-	switch {
-	case err == nil:
-	case explicit || errors.As(err, &short):
-		c.fail(secretKey(explicit), err)
-	default:
-		c.warnings = append(c.warnings, fmt.Sprintf("tls.cache: %v: the challenge secret will be random per process, and pass cookies and hashed client addresses will not survive a restart", err))
-	}
-}
-
-// checkSecret checks what readOrMakeSecret would do with path.
-func checkSecret(path string) error {
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil && len(b) < challenge.MinSecretLen:
-		return &shortSecretError{path: path, n: len(b)}
-	case err == nil:
-		return nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("secret file: %w", err)
-	}
-	if err := checkDir(filepath.Dir(path), true); err != nil {
-		return fmt.Errorf("secret file %s cannot be made: %w", path, err)
-	}
-	return nil
+	c.add(err)
 }
 
 // logs checks that the fingerprint log and the access logs can be opened
@@ -199,23 +176,12 @@ func (c *checker) logs() {
 
 // roots opens each static root as the Handler will.
 func (c *checker) roots() {
-	for i, s := range c.cfg.Sites {
-		key := fmt.Sprintf("sites[%d]", i)
-		if s.Root != "" && !c.reported(key+".root") {
-			c.root(key+".root", staticConfig(c.cfg, "", s.Root, s.Browse, false, s.Errors))
-		}
-		for j, r := range s.Routes {
-			rk := fmt.Sprintf("%s.routes[%d].root", key, j)
-			if r.Root != "" && !c.reported(rk) {
-				c.root(rk, staticConfig(c.cfg, r.Path, r.Root, r.Browse, r.StripPrefix, r.Errors))
-			}
+	for key, sc := range edge.StaticRoots(c.cfg) {
+		if !c.reported(key) {
+			_, err := static.New(sc)
+			c.fail(key, err)
 		}
 	}
-}
-
-func (c *checker) root(key string, sc static.Config) {
-	_, err := static.New(sc)
-	c.fail(key, err)
 }
 
 // templates parses the page templates of challenge.template_dir.
@@ -224,38 +190,15 @@ func (c *checker) templates() {
 	if dir == "" || c.reported("challenge.template_dir") {
 		return
 	}
-	msgs, err := newMessages()
+	msgs, err := locales.New()
 	if err != nil {
-		c.fail("challenge", err)
+		c.fail("challenge", fmt.Errorf("edge: locales: %w", err))
 		return
 	}
-	_, err = challenge.New(challenge.Config{Secret: randomBytes(32), TemplateDir: dir, Messages: msgs})
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	_, err = challenge.New(challenge.Config{Secret: secret, TemplateDir: dir, Messages: msgs})
 	c.fail("challenge.template_dir", err)
-}
-
-// handler builds the Handler run would serve with, from an Env that opens
-// no files: whatever the checks above do not name is found here.
-func (c *checker) handler() {
-	access := &accessLogs{secret: randomBytes(32), byPath: map[string]*fplog.AccessWriter{}}
-	for _, s := range c.cfg.Sites {
-		if s.AccessLog == nil {
-			continue
-		}
-		w, err := fplog.NewAccessWriter(fplog.AccessConfig{Output: io.Discard, Format: s.AccessLog.Format,
-			ClientIP: c.cfg.Log.ClientIP, HashKey: validationKey()})
-		if err != nil {
-			c.fail("log", err)
-			return
-		}
-		access.byPath[s.AccessLog.Path] = w
-	}
-	defer access.close()
-	h, err := NewHandler(*c.cfg, Env{access: access})
-	if err != nil {
-		c.add(err)
-		return
-	}
-	h.Close()
 }
 
 // checkFile checks that the file at path can be opened for appending, as

@@ -2,10 +2,7 @@ package edge
 
 import (
 	"runtime/debug"
-	"strings"
 	"testing"
-
-	"golang.org/x/crypto/bcrypt"
 )
 
 // TestBuildInfo: what `edge version` says for the ways a binary is built.
@@ -36,19 +33,5 @@ func TestBuildInfo(t *testing.T) {
 				t.Errorf("%q\nwant %q", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestHashPassword(t *testing.T) {
-	t.Parallel()
-	h, err := HashPassword([]byte("correct horse"))
-	if err != nil || bcrypt.CompareHashAndPassword([]byte(h), []byte("correct horse")) != nil {
-		t.Fatalf("%q, %v", h, err)
-	}
-	if _, err := HashPassword(nil); err == nil {
-		t.Error("empty password hashed")
-	}
-	if _, err := HashPassword([]byte(strings.Repeat("x", 73))); err == nil || !strings.Contains(err.Error(), "72 bytes") {
-		t.Errorf("73 bytes: %v", err)
 	}
 }

@@ -1,18 +1,23 @@
-package edge
+package ops
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
-	"github.com/maatproxy/maat/fplog"
+	"github.com/maxmind/mmdbwriter"
+	"github.com/maxmind/mmdbwriter/mmdbtype"
+
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/policy"
+	"github.com/maatproxy/maat/tlsfp"
 )
 
 // fakeDNS answers crawler verification's queries from tables: reverse
@@ -38,56 +43,18 @@ func (f fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, e
 
 const googlebotUA = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 
-// syncWriter is a buffer the fingerprint log writes to while the test reads.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-// liveDecision serves one request (from 127.0.0.1) to a Handler whose
-// crawler verification asks dns, and returns its fingerprint log line.
-func liveDecision(t *testing.T, dns policy.Resolver, raw string) fplog.Record {
-	t.Helper()
-	cfg, err := ParseConfig("live.yaml", []byte("tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := policy.NewVerifier(policy.VerifierConfig{Resolver: dns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out syncWriter
-	w, err := fplog.NewWriter(fplog.Config{Output: &out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := NewHandler(cfg, Env{FPLog: w, verifier: v})
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveRaw(t, h, raw)
-	h.Close()
-	if err := w.Close(); err != nil { // flushes
-		t.Fatal(err)
-	}
-	rec, err := fplog.ParseLine(bytes.TrimSpace(out.b.Bytes()))
-	if err != nil {
-		t.Fatalf("log line %q: %v", out.b.String(), err)
-	}
-	return rec
-}
+// googlebotLine is what the fingerprint log says of the request of
+// TestExplainAgreesWithLive, in the fields explain reads:
+// TestCrawlerVerificationLive (edge) checks that the live edge writes it so.
+const googlebotLine = `{"remote_ip":"127.0.0.1","host":"a.test","method":"GET","path":"/page","proto":"HTTP/1.1","user_agent":"` + googlebotUA + `"}`
 
 // TestExplainAgreesWithLive: a request claiming Googlebot from an address
-// whose reverse name is not Google's is denied live as fake-crawler, and
-// explain, given the same resolver, says the same, from flags and from
-// the request's own fingerprint log line; one whose address verifies is
-// allowed by both. Without DNS, explain says it skipped the check.
+// whose reverse name is not Google's is denied as fake-crawler, and one
+// whose address verifies is allowed, by explain given the same resolver,
+// from flags and from the request's fingerprint log line, as by the live
+// edge: TestCrawlerVerificationLive (edge) holds the same table and checks
+// that the live edge writes googlebotLine. Without DNS, explain says it
+// skipped the check.
 func TestExplainAgreesWithLive(t *testing.T) {
 	t.Parallel()
 	loop := netip.MustParseAddr("127.0.0.1")
@@ -105,15 +72,9 @@ func TestExplainAgreesWithLive(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			live := liveDecision(t, tt.dns, "GET /page HTTP/1.1\r\nHost: a.test\r\nUser-Agent: "+googlebotUA+"\r\nAccept: */*\r\n\r\n")
-			if live.Action != tt.action || tt.rule != "" && !strings.Contains(strings.Join(live.Rules, ","), tt.rule) {
-				t.Fatalf("live: %s %v, want %s %s", live.Action, live.Rules, tt.action, tt.rule)
-			}
 			fromFlags := ExplainRequest{UA: googlebotUA, IP: "127.0.0.1", Path: "/page", Proto: "HTTP/1.1", Host: "a.test",
 				Headers: []string{"Host: a.test", "User-Agent: " + googlebotUA, "Accept: */*"}}
-			line := live
-			line.ClientIP = "127.0.0.1"
-			fromLog, err := ExplainRequestFromLog(line.AppendJSON(nil))
+			fromLog, err := ExplainRequestFromLog([]byte(googlebotLine))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,7 +159,7 @@ func TestExplainLooksUpGeo(t *testing.T) {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig("geo.yaml", []byte("geo: {asn_db: "+asnDB+", country_db: "+countryDB+"}\npolicy: "+pol+
+	cfg, err := config.Parse("geo.yaml", []byte("geo: {asn_db: "+asnDB+", country_db: "+countryDB+"}\npolicy: "+pol+
 		"\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +184,7 @@ func TestExplainLooksUpGeo(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			tt.er.UA = orString(tt.er.UA, "curl/8.5.0")
+			tt.er.UA = cmp.Or(tt.er.UA, "curl/8.5.0")
 			out, err := ExplainPolicy(t.Context(), tt.er, ExplainOptions{Config: &cfg, NoDNS: true})
 			if err != nil {
 				t.Fatal(err)
@@ -242,4 +203,98 @@ func TestExplainLooksUpGeo(t *testing.T) {
 	if err != nil || !strings.Contains(out, "check geo: SKIPPED") || strings.Contains(out, "rule=from-64500") {
 		t.Errorf("explain with the policy alone: %v\n%s", err, out)
 	}
+}
+
+// Stacks the policy's tests pair with client families (policy's
+// lists_test.go); their JA4s from FoxIO's captures (shared/ja4) and the
+// known-client table.
+const (
+	ja4ChromeCapture  = "t13d1516h2_8daaf6152771_e5627efa2ab1" // browsers-x509.pcapng, tls-handshake.pcapng
+	ja4ChromeHeadless = "t13d1517h2_8daaf6152771_cb7bf5808d99"
+	ja4Firefox120     = "t13d1715h2_5b57614c22b0_5c2c66f702b0"
+	ja4Safari16       = "t13d2014h2_a09f3c656075_14788d8d241b"
+	ja4AppleCapture   = "t13d2613h2_2802a3db6c62_845d286b0d67" // macos_tcp_flags.pcap
+	ja4Go             = "t13d1312h2_f57a46bbacb6_ab7e3b40a677"
+	ja4Unknown        = "t13d1011h2_aaaaaaaaaaaa_bbbbbbbbbbbb"
+
+	uaFeedly      = "Feedly/1.0 (+http://www.feedly.com/fetcher.html; 12 subscribers; like FeedFetcher-Google)"
+	uaNetNewsWire = "NetNewsWire (RSS Reader; https://netnewswire.com/)"
+	uaMiniflux    = "Mozilla/5.0 (compatible; Miniflux/2.2.4; +https://miniflux.app)"
+)
+
+// TestFeedReaderExplain: `edge policy explain` with a browser's JA4 and a
+// feed reader's or health checker's User-Agent says CHALLENGE (a headless
+// Chrome that calls itself Feedly), with the reader's own stack ALLOW; and
+// the JA4s the policy's tests stand on map to the families they assume.
+func TestFeedReaderExplain(t *testing.T) {
+	t.Parallel()
+	for ja4, family := range map[string]string{
+		ja4ChromeCapture: "chrome", ja4ChromeHeadless: "chrome", ja4Firefox120: "firefox", ja4Safari16: "safari",
+		ja4AppleCapture: "ios", ja4Go: "go", ja4Unknown: "",
+		"t13d181100_85036bcba153_d41ae481755e": "python", "t13d3112h2_e8f1e7e78f70_b26ce05bbdd6": "curl",
+		"t13d291300_723694b0fccc_2cc26d266019": "gnutls", "t13d3713h2_db35923f8641_7c76daad20ec": "java",
+	} {
+		if c, _ := tlsfp.LookupClient(ja4); c.Family != family {
+			t.Errorf("%s is %q in the known-client table; the policy's tests take it for %q", ja4, c.Family, family)
+		}
+	}
+	tests := []struct {
+		name, ua, ja4, decision, rule string
+	}{
+		{"Feedly on Chrome", uaFeedly, ja4ChromeCapture, "CHALLENGE", "feed-reader-impostor"},
+		{"Feedly on headless Chromium", uaFeedly, ja4ChromeHeadless, "CHALLENGE", "feed-reader-impostor"},
+		{"Miniflux on Chrome", uaMiniflux, ja4ChromeCapture, "CHALLENGE", "feed-reader-impostor"},
+		{"NetNewsWire on Chrome", uaNetNewsWire, ja4ChromeCapture, "CHALLENGE", "feed-reader-impostor"},
+		{"NetNewsWire on Firefox", uaNetNewsWire, ja4Firefox120, "CHALLENGE", "feed-reader-impostor"},
+		{"kube-probe on Chrome", "kube-probe/1.29", ja4ChromeCapture, "CHALLENGE", "monitor-impostor"},
+		{"Feedly on its own stack", uaFeedly, ja4Unknown, "ALLOW", "feed-readers"},
+		{"Miniflux on Go", uaMiniflux, ja4Go, "ALLOW", "feed-readers"},
+		{"NetNewsWire on Apple's stack", uaNetNewsWire, ja4AppleCapture, "ALLOW", "feed-readers-apple"},
+		{"kube-probe on Go", "kube-probe/1.29", ja4Go, "ALLOW", "go-health-checkers"},
+		{"ELB on an unknown stack", "ELB-HealthChecker/2.0", ja4Unknown, "ALLOW", "cloud-health-checkers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := ExplainPolicy(t.Context(), ExplainRequest{UA: tt.ua, JA4: tt.ja4, Path: "/blog/2024/hello"}, ExplainOptions{NoDNS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "decision: "+tt.decision+" ") || !strings.Contains(out, " rule="+tt.rule+"\n") {
+				t.Errorf("want %s by %s:\n%s", tt.decision, tt.rule, out)
+			}
+		})
+	}
+}
+
+// writeMMDB writes a small MMDB of the given type, mapping 127.0.0.0/8 to
+// data.
+func writeMMDB(t *testing.T, path, dbType string, data mmdbtype.Map) {
+	t.Helper()
+	w, err := mmdbwriter.New(mmdbwriter.Options{DatabaseType: dbType, IncludeReservedNetworks: true, BuildEpoch: time.Now().Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, n, _ := net.ParseCIDR("127.0.0.0/8")
+	if err := w.Insert(n, data); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func asnRecord(asn uint32, org string) mmdbtype.Map {
+	return mmdbtype.Map{"autonomous_system_number": mmdbtype.Uint32(asn), "autonomous_system_organization": mmdbtype.String(org)}
+}
+
+func countryRecord(code string) mmdbtype.Map {
+	return mmdbtype.Map{"country": mmdbtype.Map{"iso_code": mmdbtype.String(code)}}
 }

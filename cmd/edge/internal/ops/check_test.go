@@ -1,4 +1,4 @@
-package edge
+package ops
 
 import (
 	"fmt"
@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // tree lists the files under dir.
@@ -48,6 +51,7 @@ func TestCheckConfigFindsWhatRunRefuses(t *testing.T) {
 	notMMDB := write("asn.mmdb", "not a database\n")
 	badTemplates := write("templates/page.html", `{{define "page"}}{{.Nope`)
 	aFile := write("a-file", "x")
+	shortSecret := write("short-secret", "abc")
 	base := "listen: { https: \"127.0.0.1:0\", http: \"\", admin: \"\" }\nlog: { fingerprints: off }\n"
 	site := "sites:\n  - hosts: [a.test]\n    upstream: http://127.0.0.1:1\n"
 	for _, tt := range []struct {
@@ -74,6 +78,8 @@ func TestCheckConfigFindsWhatRunRefuses(t *testing.T) {
 			":4: geo: "},
 		{"templates that do not parse", base + "tls: {mode: self-signed, cache: ''}\nchallenge: {template_dir: " + filepath.Dir(badTemplates) + "}\n" + site,
 			":4: challenge.template_dir: "},
+		{"secret too short", base + "tls: {mode: self-signed, cache: ''}\nchallenge: {secret_file: " + shortSecret + "}\n" + site,
+			":4: challenge.secret_file: secret file " + shortSecret + " holds 3 bytes"},
 		{"state directory unmakeable", base + "tls: {mode: self-signed, cache: " + aFile + "/state}\n" + site,
 			":3: tls.cache: directory " + aFile + "/state cannot be made"},
 	} {
@@ -91,10 +97,10 @@ func TestCheckConfigFindsWhatRunRefuses(t *testing.T) {
 			if after := tree(t, dir); !slices.Equal(before, after) {
 				t.Errorf("the check wrote: before %v, after %v", before, after)
 			}
-			cfg, err := LoadConfig(cfgPath)
+			cfg, err := config.Load(cfgPath)
 			if err == nil {
-				var s *Server
-				if s, err = New(cfg, nil); err == nil {
+				var s *edge.Server
+				if s, err = edge.New(cfg, nil); err == nil {
 					err = s.Start()
 					s.Shutdown(t.Context())
 				}
@@ -143,36 +149,5 @@ sites:
 	warnings, err = CheckConfig(cfgPath)
 	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "will not survive a restart") {
 		t.Errorf("CheckConfig: %v, warnings %q", err, warnings)
-	}
-}
-
-// TestLoadConfigFingerprintDefault: a file that does not name a
-// fingerprint log gets the default; "off" and "" turn it off; ParseConfig
-// (configurations made in code) leaves it off.
-func TestLoadConfigFingerprintDefault(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	const site = "sites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"
-	for _, tt := range []struct{ name, log, want string }{
-		{"absent", "", DefaultFingerprintLog},
-		{"off", "log: {fingerprints: off}\n", ""},
-		{"empty", "log: {fingerprints: \"\"}\n", ""},
-		{"stdout", "log: {fingerprints: \"-\"}\n", "-"},
-		{"a file", "log: {fingerprints: /srv/fp.jsonl}\n", "/srv/fp.jsonl"},
-	} {
-		p := filepath.Join(dir, tt.name+".yaml")
-		if err := os.WriteFile(p, []byte(tt.log+site), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := LoadConfig(p)
-		if err != nil || cfg.Log.Fingerprints != tt.want {
-			t.Errorf("%s: %q, %v; want %q", tt.name, cfg.Log.Fingerprints, err, tt.want)
-		}
-	}
-	if cfg, err := ParseConfig("p.yaml", []byte(site)); err != nil || cfg.Log.Fingerprints != "" {
-		t.Errorf("ParseConfig: %q, %v; want off", cfg.Log.Fingerprints, err)
-	}
-	if cfg, err := DemoConfig(DemoOptions{Upstream: "http://127.0.0.1:1"}); err != nil || cfg.Log.Fingerprints != "./edge-fp.jsonl" {
-		t.Errorf("demo: %q, %v", cfg.Log.Fingerprints, err)
 	}
 }

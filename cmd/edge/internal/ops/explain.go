@@ -1,6 +1,7 @@
-package edge
+package ops
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/policy"
@@ -35,7 +38,7 @@ type ExplainRequest struct {
 type ExplainOptions struct {
 	// Config supplies the policy with its geo databases (opened to look
 	// the address up) and divert targets. If nil, Policy is used.
-	Config *Config
+	Config *config.Config
 	// Policy is a policy file to explain with, without a configuration.
 	// If it and Config are empty, the built-in default policy is.
 	Policy string
@@ -98,17 +101,17 @@ func explainPolicy(o *ExplainOptions) (*policy.Policy, *geo.DB, error) {
 	case o.Config != nil && o.Policy != "":
 		return nil, nil, errors.New("edge: explain with a configuration or a policy file, not both")
 	case o.Config != nil:
-		p, err := loadPolicy(o.Config)
+		p, err := edge.LoadPolicy(o.Config)
 		if err != nil {
-			return nil, nil, o.Config.Locate(&ConfigError{File: o.Config.File, Key: "policy", Err: err})
+			return nil, nil, o.Config.Locate(&config.Error{File: o.Config.File, Key: "policy", Err: err})
 		}
 		g := o.Config.Geo
-		if g == (GeoConfig{}) {
+		if g == (config.GeoConfig{}) {
 			return p, nil, nil
 		}
 		db, err := geo.Open(geo.Config{ASNDB: g.ASNDB, CountryDB: g.CountryDB})
 		if err != nil {
-			return nil, nil, o.Config.Locate(&ConfigError{File: o.Config.File, Key: "geo", Err: err})
+			return nil, nil, o.Config.Locate(&config.Error{File: o.Config.File, Key: "geo", Err: err})
 		}
 		return p, db, nil
 	case o.Policy != "":
@@ -123,8 +126,8 @@ func explainPolicy(o *ExplainOptions) (*policy.Policy, *geo.DB, error) {
 // from a request over TLS.
 func (er *ExplainRequest) policyRequest() (policy.Request, error) {
 	r := policy.Request{
-		Method: orString(er.Method, http.MethodGet), Path: orString(er.Path, "/"),
-		Host: er.Host, Proto: orString(er.Proto, "HTTP/2.0"), TLS: true,
+		Method: cmp.Or(er.Method, http.MethodGet), Path: cmp.Or(er.Path, "/"),
+		Host: er.Host, Proto: cmp.Or(er.Proto, "HTTP/2.0"), TLS: true,
 		Header: http.Header{}, JA4: er.JA4, HFP: er.HFP, H2FP: er.H2FP,
 	}
 	r.RemoteAddr = netip.MustParseAddr("192.0.2.1") // TEST-NET-1: nobody's
@@ -187,11 +190,4 @@ func ExplainRequestFromLog(line []byte) (ExplainRequest, error) {
 		}
 	}
 	return er, nil
-}
-
-func orString(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -1,0 +1,111 @@
+package edge
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"path/filepath"
+
+	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/policy"
+	"github.com/maatproxy/maat/static"
+)
+
+// What the offline tools of the command line (cmd/edge/internal/ops:
+// `edge config check`, `edge policy explain`, `edge trust`) need of edge:
+// the steps New takes with a configuration, each on its own, so that a
+// tool can take them without listening or writing and say what run would
+// meet. The serving path does not call these; edge never imports ops.
+
+// LoadPolicy compiles the policy of cfg (policy:, or the built-in default)
+// as NewHandler does: knowing which geo databases and divert targets cfg
+// has.
+func LoadPolicy(cfg *Config) (*policy.Policy, error) { return loadPolicy(cfg) }
+
+// StaticRoots yields each static root of cfg, by its key (sites[i].root,
+// then sites[i].routes[j].root), with the static.Config NewHandler opens
+// it with.
+func StaticRoots(cfg *Config) iter.Seq2[string, static.Config] {
+	return func(yield func(string, static.Config) bool) {
+		for i, s := range cfg.Sites {
+			key := fmt.Sprintf("sites[%d]", i)
+			if s.Root != "" && !yield(key+".root", staticConfig(cfg, "", s.Root, s.Browse, false, s.Errors)) {
+				return
+			}
+			for j, r := range s.Routes {
+				if r.Root != "" && !yield(fmt.Sprintf("%s.routes[%d].root", key, j), staticConfig(cfg, r.Path, r.Root, r.Browse, r.StripPrefix, r.Errors)) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// CheckSecret checks the challenge secret file of cfg as New reads it,
+// making nothing: a file there must be long enough; a missing one must be
+// makeable, which canMake says of its directory (as New would make it,
+// with its parents). A problem New refuses to start with (a secret too
+// short; any problem with challenge.secret_file) is err, a *ConfigError;
+// one it works around with a random secret per process is the warning it
+// would log, in words.
+func CheckSecret(cfg *Config, canMake func(dir string) error) (warning string, err error) {
+	path, explicit := secretPath(cfg)
+	if path == "" {
+		return "neither challenge.secret_file nor tls.cache is set: the challenge secret will be random per process, and pass cookies and hashed client addresses will not survive a restart", nil
+	}
+	err = checkSecret(path, canMake)
+	var short *shortSecretError
+	switch {
+	case err == nil:
+		return "", nil
+	case explicit || errors.As(err, &short):
+		return "", &ConfigError{File: cfg.File, Key: secretKey(explicit), Err: err}
+	}
+	return fmt.Sprintf("tls.cache: %v: the challenge secret will be random per process, and pass cookies and hashed client addresses will not survive a restart", err), nil
+}
+
+// checkSecret checks what readOrMakeSecret would do with path.
+func checkSecret(path string, canMake func(dir string) error) error {
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil && len(b) < challenge.MinSecretLen:
+		return &shortSecretError{path: path, n: len(b)}
+	case err == nil:
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("secret file: %w", err)
+	}
+	if err := canMake(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("secret file %s cannot be made: %w", path, err)
+	}
+	return nil
+}
+
+// CheckHandler builds the Handler New would serve cfg with, and closes
+// it, from an Env that opens no files (access logs are written nowhere,
+// the secret is random, the store in memory): it returns what NewHandler
+// refuses in cfg.
+func CheckHandler(cfg Config) error {
+	access := &accessLogs{secret: randomBytes(32), byPath: map[string]*fplog.AccessWriter{}}
+	defer access.close()
+	for _, s := range cfg.Sites {
+		if s.AccessLog == nil {
+			continue
+		}
+		w, err := fplog.NewAccessWriter(fplog.AccessConfig{Output: io.Discard, Format: s.AccessLog.Format,
+			ClientIP: cfg.Log.ClientIP, HashKey: validationKey()})
+		if err != nil {
+			return &ConfigError{File: cfg.File, Key: "log", Err: err}
+		}
+		access.byPath[s.AccessLog.Path] = w
+	}
+	h, err := NewHandler(cfg, Env{access: access})
+	if err != nil {
+		return err
+	}
+	h.Close()
+	return nil
+}
