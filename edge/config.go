@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/maatproxy/maat/edge/internal/park"
 )
 
 // Config is the edge's configuration: the YAML file of DESIGN.md
@@ -49,9 +51,9 @@ type Config struct {
 	// streamQuiet replaces the const of that name when set (tests).
 	streamQuiet time.Duration
 	// parkTrace, when set, is told what the parking of idle HTTP/1
-	// connections does (park.go); parkNoPoll has parked connections wait
+	// connections does (edge/internal/park); parkNoPoll has parked connections wait
 	// on goroutines, as where epoll is missing (tests).
-	parkTrace  func(parkEvent)
+	parkTrace  func(park.Event)
 	parkNoPoll bool
 	// geoCheckInterval is how often the Server looks for replaced geo
 	// database files; if zero, geo's default (a minute: the databases
@@ -395,7 +397,7 @@ type Limits struct {
 	QUICHandshakes int `yaml:"quic_handshakes"`
 	// ParkAfter is how long an idle HTTP/1.1 connection waits before it is
 	// parked: its buffers and goroutine given back until its next byte
-	// (edge/park.go). 0s never parks: every connection is held by
+	// (edge/internal/park). 0s never parks: every connection is held by
 	// net/http as it holds it, the standard path. HTTP/2 connections are
 	// never parked. Default 250ms.
 	ParkAfter Duration `yaml:"park_after"`
@@ -446,7 +448,7 @@ func DefaultConfig() Config {
 			SpillTotal:        1 << 30,
 			AuthAttempts:      10,
 			QUICHandshakes:    64,
-			ParkAfter:         Duration(defaultParkAfter),
+			ParkAfter:         Duration(park.DefaultAfter),
 		},
 	}
 }
