@@ -207,9 +207,9 @@ func (s *Server) helloError(remote net.Addr, err error) {
 // when they wake.
 type parkHost struct{ s *Server }
 
-func (h parkHost) Track(c net.Conn) bool { return h.s.trackConn(c) }
-func (h parkHost) Untrack(c net.Conn)    { h.s.untrackConn(c) }
-func (h parkHost) Serve(c net.Conn) bool { return h.s.h1ln.push(c) }
+func (h parkHost) Track(c net.Conn) bool  { return h.s.trackConn(c) }
+func (h parkHost) Untrack(c net.Conn)     { h.s.untrackConn(c) }
+func (h parkHost) Resume(c net.Conn) bool { return h.s.h1ln.push(c) }
 
 // parkOptions are the options of parking under cfg: limits.park_after
 // (0s: never), and the test knobs of the configuration the Server was

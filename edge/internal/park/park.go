@@ -23,7 +23,10 @@ const DefaultAfter = 250 * time.Millisecond
 type Options struct {
 	// After is how long net/http waits for an idle connection's next
 	// request before the connection is parked (limits.park_after). If
-	// zero or negative, DefaultAfter is used.
+	// zero or negative, DefaultAfter is used. A wake waits as long for
+	// the first byte's TLS record, and parks again if it is not whole: an
+	// After shorter than a read takes to begin (a nanosecond) wakes no
+	// connection, ever.
 	After time.Duration
 
 	// Disabled turns parking off (limits.park_after: 0s): Wrap returns
@@ -49,14 +52,14 @@ type Host interface {
 	Track(c net.Conn) bool
 
 	// Untrack removes c, which Track added, once parking is done with it:
-	// closed, or given back to the HTTP server by Serve.
+	// closed, or given back to the HTTP server by Resume.
 	Untrack(c net.Conn)
 
-	// Serve gives a woken connection back to the HTTP/1.1 server, as a
-	// new connection (its listener's Accept returns it). It reports false
-	// when the server no longer accepts connections; the Parker then
-	// closes c.
-	Serve(c net.Conn) bool
+	// Resume gives a woken connection back to the HTTP/1.1 server, as a
+	// new connection (its listener's Accept returns it), waiting until
+	// the server takes it. It reports false when the server no longer
+	// accepts connections; the Parker then closes c.
+	Resume(c net.Conn) bool
 }
 
 // A Parker parks the idle HTTP/1.1 connections of one server. Make it
@@ -120,7 +123,7 @@ func (pk *Parker) IsParked(remote net.Addr) bool {
 
 // Shutdown closes every parked connection, and parks none from now on:
 // the server's first step of shutting down, as net/http closes its idle
-// connections at once. A connection that was waking goes on to Host.Serve.
+// connections at once. A connection that was waking goes on to Host.Resume.
 func (pk *Parker) Shutdown() {
 	pk.mu.Lock()
 	pk.closed = true
@@ -137,7 +140,7 @@ func (pk *Parker) Shutdown() {
 // Close does what Shutdown does, waits until no connection is being
 // parked or woken, and releases the poller. The server calls it last,
 // once its HTTP server no longer accepts connections (a woken connection
-// waits for Host.Serve otherwise).
+// waits for Host.Resume otherwise).
 func (pk *Parker) Close() {
 	pk.Shutdown()
 	pk.wg.Wait()
@@ -259,7 +262,7 @@ func (pk *Parker) wake(hc *httpfp.Conn, deadline time.Time) (again bool) {
 	case n == 1:
 		pk.trace(Event{Kind: Woke})
 		c := &Conn{Conn: hc, pk: pk, phase: phaseIdle, first: b[0], hasFirst: true}
-		if hc.SetReadDeadline(time.Time{}) == nil && pk.host.Serve(c) {
+		if hc.SetReadDeadline(time.Time{}) == nil && pk.host.Resume(c) {
 			return false
 		}
 	case (err == nil || isTimeout(err)) && !idle:

@@ -174,7 +174,7 @@ func (s *testServer) accept(cert tls.Certificate) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			err := tc.HandshakeContext(ctx)
 			cancel()
-			if err != nil || !s.Serve(s.pk.Wrap(httpfp.NewConn(tc, httpfp.H1, httpfp.Config{}))) {
+			if err != nil || !s.ln.push(s.pk.Wrap(httpfp.NewConn(tc, httpfp.H1, httpfp.Config{}))) {
 				_ = tc.Close()
 			}
 		})
@@ -201,8 +201,8 @@ func (s *testServer) Untrack(c net.Conn) {
 	s.tracked.Done()
 }
 
-// Serve is park.Host's.
-func (s *testServer) Serve(c net.Conn) bool { return s.ln.push(c) }
+// Resume is park.Host's.
+func (s *testServer) Resume(c net.Conn) bool { return s.ln.push(c) }
 
 // shutdown shuts the server down as the edge's Server does: parked
 // connections closed at once, the http.Server's Shutdown, the tracked
