@@ -10,11 +10,15 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maatproxy/maat/edge/internal/park"
+	"github.com/maatproxy/maat/httpfp"
 )
 
 // parkEdge starts an edge whose idle HTTP/1 connections park after
@@ -132,4 +136,29 @@ func TestServerShutdownClosesParked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReloadParkAfter: limits.park_after follows a reload, as every limit
+// does: after a reload to 0s, a connection goes to net/http unwrapped, and
+// after one back to 50ms, a connection parks.
+func TestReloadParkAfter(t *testing.T) {
+	t.Parallel()
+	e := parkEdge(t, "", false)
+	cfg := e.Server.base
+	cfg.Limits.ParkAfter = 0
+	if err := e.Server.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if c, ok := e.Server.park.Wrap(httpfp.NewConn(a, httpfp.H1, httpfp.Config{})).(*park.Conn); ok {
+		t.Fatalf("after a reload to park_after 0s, a connection is wrapped to park: %T", c)
+	}
+	cfg.Limits.ParkAfter = Duration(50 * time.Millisecond)
+	if err := e.Server.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	h1Requested(t, e)
+	waitParked(t, e, 1)
 }
