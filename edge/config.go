@@ -448,10 +448,15 @@ func DefaultConfig() Config {
 			SpillTotal:        1 << 30,
 			AuthAttempts:      10,
 			QUICHandshakes:    64,
-			ParkAfter:         Duration(park.DefaultAfter),
+			ParkAfter:         Duration(defaultParkAfter),
 		},
 	}
 }
+
+// defaultParkAfter is limits.park_after's default: how long an idle
+// HTTP/1.1 connection waits before it is parked (edge/internal/park says
+// why 250 ms).
+const defaultParkAfter = 250 * time.Millisecond
 
 // ConfigError is a problem in a configuration file: where and why.
 type ConfigError struct {

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/maatproxy/maat/edge/internal/park"
 )
 
 // confReq is a request of an exchange.
@@ -130,7 +128,7 @@ func (x *confRun) h1Gap(c *tls.Conn, out *strings.Builder) {
 	if !x.tg.park {
 		if x.tg.edge != nil && !x.pausedOff {
 			x.pausedOff = true
-			time.Sleep(2 * park.DefaultAfter) // the pause the exchange runs across, not a synchronization
+			time.Sleep(2 * defaultParkAfter) // the pause the exchange runs across, not a synchronization
 			if x.tg.parked(c.LocalAddr()) {
 				x.parks++
 			}

@@ -12,9 +12,12 @@
 // parking came: with 3,000 connections, 42.6 KB held by net/http, 17.2 KB
 // parked on a goroutine each, 14.2 KB parked in one epoll set; with 5,000
 // opened at a thousand a second (make bench-peers), 13.5 KB parked after
-// 250 ms (DefaultAfter) and 17.3 KB after one second, the memory the
-// connections not yet parked took staying with the process. DESIGN.md's
-// budget is 16 KiB per idle connection.
+// 250 ms and 17.3 KB after one second, the memory the connections not yet
+// parked took staying with the process. DESIGN.md's budget is 16 KiB per
+// idle connection. Hence limits.park_after's default of 250 ms: long
+// enough that a client sending its next request at once (a benchmark, a
+// page's subresources) does not pay for the hand-over, short enough that
+// the connections of a burst of clients are not all held whole at once.
 //
 // # What it costs
 //

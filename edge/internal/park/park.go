@@ -11,27 +11,19 @@ import (
 	"github.com/maatproxy/maat/httpfp"
 )
 
-// DefaultAfter is how long net/http waits for an idle connection's next
-// request before it is parked, unless Options.After says otherwise: long
-// enough that a client sending its next request at once (a benchmark, a
-// page's subresources) does not pay for the hand-over, short enough that
-// the connections of a burst of clients are not all held whole at once
-// (see the package documentation for the figures).
-const DefaultAfter = 250 * time.Millisecond
-
-// Options configure a Parker. The zero value parks after DefaultAfter.
+// Options configure a Parker. The zero value parks nothing.
 type Options struct {
 	// After is how long net/http waits for an idle connection's next
 	// request before the connection is parked (limits.park_after). If
-	// zero or negative, DefaultAfter is used. A wake waits as long for
-	// the first byte's TLS record, and parks again if it is not whole: an
-	// After shorter than a read takes to begin (a nanosecond) wakes no
-	// connection, ever.
+	// zero or negative, nothing is parked, as with Disabled. A wake waits
+	// as long for the first byte's TLS record, and parks again if it is
+	// not whole: an After shorter than a read takes to begin (a
+	// nanosecond) wakes no connection, ever.
 	After time.Duration
 
-	// Disabled turns parking off (limits.park_after: 0s): Wrap returns
-	// each connection as it is, for net/http to hold as it does by
-	// itself, and a connection wrapped before parks no more.
+	// Disabled turns parking off, whatever After says: Wrap returns each
+	// connection as it is, for net/http to hold as it does by itself, and
+	// a connection wrapped before parks no more.
 	Disabled bool
 
 	// NoPoll has parked connections wait on a goroutine each, as where
@@ -153,14 +145,10 @@ func (pk *Parker) Close() {
 
 // after is the time to park, 0 when parking is off.
 func (pk *Parker) after() time.Duration {
-	o := pk.opts.Load()
-	switch {
-	case o.Disabled:
-		return 0
-	case o.After <= 0:
-		return DefaultAfter
+	if o := pk.opts.Load(); !o.Disabled && o.After > 0 {
+		return o.After
 	}
-	return o.After
+	return 0
 }
 
 // trace tells Options.Trace of ev, if it is set.

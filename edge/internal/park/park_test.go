@@ -58,7 +58,7 @@ func TestWrap(t *testing.T) {
 		o    park.Options
 		park bool
 	}{
-		{"zero", park.Options{}, true},
+		{"zero", park.Options{}, false},
 		{"after", park.Options{After: time.Second}, true},
 		{"disabled", park.Options{Disabled: true}, false},
 		{"disabled with after", park.Options{After: time.Second, Disabled: true}, false},
