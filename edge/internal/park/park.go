@@ -58,8 +58,8 @@ type Host interface {
 // with New; its methods may be called from any goroutine.
 //
 // The server's shutdown calls Shutdown first, as net/http closes its idle
-// connections at once, and Close last, once the Host has untracked every
-// connection it tracked.
+// connections at once, and Close last, once its HTTP server no longer
+// accepts connections.
 type Parker struct {
 	host   Host
 	opts   atomic.Pointer[Options]
