@@ -47,7 +47,9 @@ func allowed(from, to string) bool {
 	case from == "edge/config": // the configuration file: leaves only
 		return leaves[top(to)]
 	case from == "edge":
-		return leaves[top(to)] || to == "edge/config"
+		return leaves[top(to)] || to == "edge/config" || to == "edge/internal/park"
+	case from == "edge/internal/park":
+		return leaves[top(to)] // what it needs of the Server is its Host interface
 	case from == "cmd/edge":
 		return to == "edge" || to == "edge/config" || to == "cmd/edge/internal/ops"
 	case from == "cmd/edge/internal/ops":
@@ -128,6 +130,10 @@ func TestPolicyTable(t *testing.T) {
 		{"cmd/edge", "tlsfp", false},
 		{"fuzz/tlsfp", "tlsfp", true},
 		{"edge", "proxyproto", true},
+		{"edge", "edge/internal/park", true},
+		{"edge/internal/park", "httpfp", true},
+		{"edge/internal/park", "edge", false},
+		{"cmd/edge", "edge/internal/park", false},
 		{"proxyproto", "tlsfp", false},
 		{"geo", "policy", false},
 		{"fuzz/geo", "geo", true},

@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bufio"
 	"crypto/tls"
 	"io"
 	"net/http"
@@ -55,27 +54,5 @@ func TestClientGoneNoAnswer(t *testing.T) {
 				t.Errorf("the log tells of a panic:\n%s", s)
 			}
 		})
-	}
-}
-
-// readLastAnswer reads the answer to a request that the client sent with
-// its FIN, to path. net/http takes the FIN for the client giving the
-// request up, on a connection never parked too, so the edge answers in
-// full (the upstream was quicker) or closes the connection without an
-// answer (TestClientGoneNoAnswer); never with an answer of its own. The
-// request must have reached the edge's handler either way: answered, or
-// counted as the client's leaving.
-func readLastAnswer(t *testing.T, e *testEdge, br *bufio.Reader, path string) {
-	t.Helper()
-	if _, err := br.Peek(1); err == io.EOF {
-		gone := e.Server.metrics.clientErrors.WithLabelValues("localhost", "client_gone")
-		if !waitFor(t, 10*time.Second, func() bool { return counterValue(gone) == 1 }) {
-			t.Fatalf("%s: no answer, and the request never reached the edge's handler", path)
-		}
-		return
-	}
-	code, body := readAnswer(t, br)
-	if code != http.StatusOK || !strings.HasPrefix(body, "GET "+path+" ") {
-		t.Fatalf("%s: %d %q, want the upstream's answer or none", path, code, body)
 	}
 }

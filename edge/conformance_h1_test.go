@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // confReq is a request of an exchange.
@@ -128,7 +130,7 @@ func (x *confRun) h1Gap(c *tls.Conn, out *strings.Builder) {
 	if !x.tg.park {
 		if x.tg.edge != nil && !x.pausedOff {
 			x.pausedOff = true
-			time.Sleep(2 * defaultParkAfter) // the pause the exchange runs across, not a synchronization
+			time.Sleep(2 * config.DefaultParkAfter) // the pause the exchange runs across, not a synchronization
 			if x.tg.parked(c.LocalAddr()) {
 				x.parks++
 			}

@@ -80,15 +80,7 @@ func (tg *confTarget) parked(local net.Addr) bool {
 	if tg.edge == nil {
 		return false
 	}
-	s := tg.edge.Server
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for p := range s.parkedConns {
-		if p.hc.RemoteAddr().String() == local.String() {
-			return true
-		}
-	}
-	return false
+	return tg.edge.Server.park.IsParked(local)
 }
 
 // confEdge starts an edge in front of up's plain server, parking idle

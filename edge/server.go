@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/edge/internal/park"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/policy"
@@ -72,17 +73,15 @@ type Server struct {
 	trusted trustedProxies // exempt from conns1
 	quicHS  atomic.Int64   // QUIC handshakes in progress
 	seen    *seenAddrs     // addresses that completed a handshake lately
-	parked  atomic.Int64   // idle HTTP/1 connections parked (park.go)
-	poller  *poller        // waits for them (nil: a goroutine each)
+	park    *park.Parker   // parks idle HTTP/1 connections
 	quicTr  *quic.Transport
 
 	mu           sync.Mutex // guards the fields below
 	listeners    []net.Listener
 	udp          net.PacketConn
-	conns        map[net.Conn]struct{} // TCP connections in their handshake or HTTP/2
-	parkedConns  map[*parkedConn]struct{}
-	tunnels      map[*tunnel]struct{} // websockets: connections hijacked from net/http
-	connWG       sync.WaitGroup       // Add only under mu while !shuttingDown
+	conns        map[net.Conn]struct{} // TCP connections in their handshake, HTTP/2 or parked
+	tunnels      map[*tunnel]struct{}  // websockets: connections hijacked from net/http
+	connWG       sync.WaitGroup        // Add only under mu while !shuttingDown
 	shuttingDown bool
 	tunnelsCut   bool // the drain is over: a tunnel is closed as it comes
 }
@@ -152,6 +151,7 @@ func newServer(cfg Config, log *slog.Logger, hooks testHooks) (_ *Server, err er
 	s.env.spill = newSpillBudget(max(cfg.Limits.SpillTotal, 0))
 	s.conns1 = newClientCounter(cfg.Limits.ConnsPerClient)
 	s.seen = newSeenAddrs()
+	s.park = park.New(parkHost{s}, s.parkOptions(&cfg))
 	for _, p := range cfg.TrustedProxies {
 		s.trusted = append(s.trusted, netipPrefix(p))
 	}
@@ -187,7 +187,7 @@ func newServer(cfg Config, log *slog.Logger, hooks testHooks) (_ *Server, err er
 	s.metrics = newMetrics(s.certs.Status)
 	s.env.metrics = s.metrics
 	s.metrics.addGaugeFunc("maat_connections_parked", "Idle client connections parked: holding no buffer and no goroutine until their next byte.",
-		func() float64 { return float64(s.parked.Load()) })
+		func() float64 { return float64(s.park.Parked()) })
 	if w := s.env.FPLog; w != nil {
 		s.metrics.addCounterFunc("maat_fplog_lines_total", "Fingerprint log lines by result.",
 			map[string]string{"result": "written"}, func() float64 { return float64(w.Written()) })
@@ -311,6 +311,7 @@ func (s *Server) Reload(cfg Config) error {
 			slog.String("reason", "listen addresses, tls.mode, store, log.fingerprints or geo changed; restart to apply"))
 	}
 	old := s.handler.Swap(h)
+	s.park.SetOptions(s.parkOptions(&cfg))
 	s.logReload(context.Background(), old, h)
 	old.Close()
 	if s.env.Geo != nil {
@@ -384,7 +385,6 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	s.h1ln = newChanListener(ln.Addr())
-	s.poller = startPoller()
 	s.group.Go("http1", func() error { return serveErr(s.h1.Serve(s.h1ln)) })
 	s.group.Go("https_accept", func() error { s.acceptTLS(tcp); return nil })
 	s.group.Go("certificates", func() error { return s.certs.Run(s.bg) })
@@ -449,11 +449,6 @@ func (s *Server) Addrs() Addrs { return s.addrs }
 func (s *Server) trackConn(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.trackLocked(c)
-}
-
-// trackLocked is trackConn with s.mu held.
-func (s *Server) trackLocked(c net.Conn) bool {
 	if s.shuttingDown {
 		return false
 	}
@@ -492,7 +487,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.hsCancel()
-	s.closeParked()
+	s.park.Shutdown() // as net/http closes its idle connections at once
 
 	var errs []error
 	var wg sync.WaitGroup
@@ -544,7 +539,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.closeListeners()
 	s.connWG.Wait()
-	s.poller.close() // every parked connection is done: connWG counts them
+	s.park.Close() // every parked connection is done: connWG counts them
 	// A request cut with its connection ends now (its context is
 	// canceled) and writes its log lines; none starts any more.
 	s.requests.shut()

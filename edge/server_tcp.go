@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/maatproxy/maat/edge/internal/park"
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/proxyproto"
 	"github.com/maatproxy/maat/tlsfp"
@@ -145,12 +146,7 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 		_ = tc.Close() // the TLS-ALPN-01 answer was the handshake itself
 		return nil
 	default:
-		hc := httpfp.NewConn(tc, httpfp.H1, hcfg)
-		if s.parkAfter() > 0 {
-			pushed = s.h1ln.push(newClientConn(hc, s))
-		} else {
-			pushed = s.h1ln.push(hc) // never parked: net/http holds it as it is
-		}
+		pushed = s.h1ln.push(s.park.Wrap(httpfp.NewConn(tc, httpfp.H1, hcfg))) // parked when idle, unless park_after is 0s
 	}
 	if !pushed {
 		_ = tc.Close()
@@ -165,10 +161,8 @@ func (s *Server) connState(c net.Conn, st http.ConnState) {
 	var hc *httpfp.Conn
 	msg := "http1_fingerprint_failed"
 	switch c := c.(type) {
-	case *clientConn:
-		if st == http.StateIdle {
-			c.setIdle()
-		}
+	case *park.Conn:
+		c.ConnState(st)
 		hc = c.Conn
 	case *httpfp.Conn: // HTTP/1 never parked, or HTTP/2 (x/net calls ConnState too)
 		hc = c
@@ -206,6 +200,22 @@ func (s *Server) helloError(remote net.Addr, err error) {
 	s.metrics.handshakes.WithLabelValues("bad_hello", "tcp").Inc()
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "bad_client_hello",
 		slog.String("remote", remote.String()), slog.String("error", err.Error()))
+}
+
+// parkHost is what the Server gives parking (park.Host): its connections
+// are tracked for Shutdown while parked, and go back to the HTTP/1 server
+// when they wake.
+type parkHost struct{ s *Server }
+
+func (h parkHost) Track(c net.Conn) bool  { return h.s.trackConn(c) }
+func (h parkHost) Untrack(c net.Conn)     { h.s.untrackConn(c) }
+func (h parkHost) Resume(c net.Conn) bool { return h.s.h1ln.push(c) }
+
+// parkOptions are the options of parking under cfg: limits.park_after
+// (0s: never), and the Server's test hooks.
+func (s *Server) parkOptions(cfg *Config) park.Options {
+	return park.Options{After: cfg.Limits.ParkAfter.D(), Disabled: cfg.Limits.ParkAfter == 0,
+		NoPoll: s.env.hooks.parkNoPoll, Trace: s.env.hooks.parkTrace}
 }
 
 // countedConn releases its client's connection count once, when it is
@@ -251,7 +261,7 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	switch c := c.(type) {
 	case *httpfp.Conn:
 		hc = c
-	case *clientConn:
+	case *park.Conn:
 		hc = c.Conn
 	default:
 		return ctx

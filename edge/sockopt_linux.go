@@ -20,11 +20,30 @@ const unsentLimit = 128 << 10
 
 // limitUnsent sets unsentLimit on c's socket, if it has one.
 func limitUnsent(c net.Conn) {
-	rc := rawConn(c)
-	if rc == nil {
+	sc := socketOf(c)
+	if sc == nil {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
 		return
 	}
 	_ = rc.Control(func(fd uintptr) {
 		_ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpNotSentLowat, unsentLimit)
 	})
+}
+
+// socketOf is the connection under c's wrappers that has a socket, or nil.
+func socketOf(c net.Conn) syscall.Conn {
+	for range 8 {
+		if sc, ok := c.(syscall.Conn); ok {
+			return sc
+		}
+		nc, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = nc.NetConn()
+	}
+	return nil
 }

@@ -1,6 +1,10 @@
 package edge
 
-import "time"
+import (
+	"time"
+
+	"github.com/maatproxy/maat/edge/internal/park"
+)
 
 // testHooks are what tests turn on a Server or a Handler: shorter waits,
 // a trace of what parking does, a count of validations. They are no part
@@ -14,9 +18,9 @@ type testHooks struct {
 	// streamQuiet replaces the const of that name when set (upstream.go).
 	streamQuiet time.Duration
 	// parkTrace, when set, is told what the parking of idle HTTP/1
-	// connections does (park.go); parkNoPoll has parked connections wait
+	// connections does (edge/internal/park); parkNoPoll has parked connections wait
 	// on goroutines, as where epoll is missing.
-	parkTrace  func(parkEvent)
+	parkTrace  func(park.Event)
 	parkNoPoll bool
 	// geoCheckInterval is how often the Server looks for replaced geo
 	// database files; if zero, geo's default (a minute: the databases

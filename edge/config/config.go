@@ -384,7 +384,7 @@ type Limits struct {
 	QUICHandshakes int `yaml:"quic_handshakes"`
 	// ParkAfter is how long an idle HTTP/1.1 connection waits before it is
 	// parked: its buffers and goroutine given back until its next byte
-	// (edge/park.go). 0s never parks: every connection is held by
+	// (edge/internal/park). 0s never parks: every connection is held by
 	// net/http as it holds it, the standard path. HTTP/2 connections are
 	// never parked. Default 250ms.
 	ParkAfter Duration `yaml:"park_after"`
@@ -441,7 +441,7 @@ func Default() Config {
 }
 
 // DefaultParkAfter is limits.park_after's default: how long an idle
-// HTTP/1.1 connection waits before it is parked (edge/park.go says why
+// HTTP/1.1 connection waits before it is parked (edge/internal/park says why
 // 250 ms).
 const DefaultParkAfter = 250 * time.Millisecond
 

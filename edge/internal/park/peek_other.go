@@ -1,6 +1,6 @@
 //go:build !unix
 
-package edge
+package park
 
 // parkable says whether idle connections can be parked here: not without
 // a way to peek at a socket.

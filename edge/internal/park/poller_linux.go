@@ -1,11 +1,11 @@
-package edge
+package park
 
 import (
 	"sync"
 	"syscall"
 )
 
-// poller waits for every parked connection of a Server at once: one epoll
+// poller waits for every parked connection of a Parker at once: one epoll
 // instance read by one goroutine, where a goroutine for each would keep a
 // stack of 2–4 KiB for as long as the connection is parked.
 type poller struct {
@@ -49,7 +49,7 @@ func (pl *poller) run() {
 		}
 		if err != nil {
 			// Not expected; the parked connections still end when their
-			// idle timeout passes or the Server shuts down.
+			// idle timeout passes or the Parker shuts down.
 			return
 		}
 		for _, ev := range events[:n] {

@@ -1,4 +1,4 @@
-package edge
+package park_test
 
 import (
 	"fmt"
@@ -17,20 +17,40 @@ type recordConn struct {
 	net.Conn
 	eof bool // end the wait for the next request with io.EOF
 
-	mu    sync.Mutex
-	calls []string
+	mu      sync.Mutex
+	calls   []string
+	changed *sync.Cond // on mu: a call was added, or a wait expired
 }
 
 func (c *recordConn) add(call string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, call)
+	c.changed.Broadcast()
 }
 
-func (c *recordConn) state(st http.ConnState) {
+func (c *recordConn) state(st http.ConnState) { c.add("state " + st.String()) }
+
+// wait waits until the calls so far satisfy cond, for ten seconds at
+// most, and reports whether they did.
+func (c *recordConn) wait(cond func(calls []string) bool) bool {
+	expired := false // guarded by mu
+	timer := time.AfterFunc(10*time.Second, func() {
+		c.mu.Lock()
+		expired = true
+		c.changed.Broadcast()
+		c.mu.Unlock()
+	})
+	defer timer.Stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls = append(c.calls, "state "+st.String())
+	for !cond(slices.Clone(c.calls)) {
+		if expired {
+			return false
+		}
+		c.changed.Wait()
+	}
+	return true
 }
 
 func (c *recordConn) seen() []string {
@@ -43,6 +63,7 @@ func (c *recordConn) Read(p []byte) (int, error) {
 	c.mu.Lock()
 	eof := c.eof && len(c.calls) >= 2 && c.calls[len(c.calls)-2] == "state idle" && c.calls[len(c.calls)-1] == "deadline"
 	c.calls = append(c.calls, "read")
+	c.changed.Broadcast()
 	c.mu.Unlock()
 	if eof {
 		return 0, io.EOF
@@ -89,8 +110,8 @@ func (l *oneConnListener) Close() error {
 func (l *oneConnListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // TestNetHTTPParkContract pins what parking relies on net/http's server
-// doing with a connection (park.go's list): a plain http.Server serves a
-// recorded connection.
+// doing with a connection (the package documentation's list): a plain
+// http.Server serves a recorded connection.
 func TestNetHTTPParkContract(t *testing.T) {
 	t.Parallel()
 	serve := func(t *testing.T, eof bool) (*recordConn, net.Conn) {
@@ -109,6 +130,7 @@ func TestNetHTTPParkContract(t *testing.T) {
 			t.Fatal(err)
 		}
 		rc := &recordConn{Conn: sc, eof: eof}
+		rc.changed = sync.NewCond(&rc.mu)
 		srv := &http.Server{
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       time.Minute,
@@ -129,8 +151,8 @@ func TestNetHTTPParkContract(t *testing.T) {
 	after := func(t *testing.T, rc *recordConn, call string, n, want int) []string {
 		t.Helper()
 		var rest []string
-		if !waitFor(t, 10*time.Second, func() bool {
-			calls, i := rc.seen(), -1
+		if !rc.wait(func(calls []string) bool {
+			i := -1
 			for seen := 0; seen < n; seen++ {
 				j := slices.Index(calls[i+1:], call)
 				if j < 0 {
@@ -167,8 +189,8 @@ func TestNetHTTPParkContract(t *testing.T) {
 		rc, client := serve(t, false)
 		fmt.Fprintf(client, get+get, "a", "b")
 		var calls []string
-		if !waitFor(t, 10*time.Second, func() bool {
-			calls = rc.seen()
+		if !rc.wait(func(seen []string) bool {
+			calls = seen
 			return count(calls, "state idle") >= 2
 		}) {
 			t.Fatalf("calls %q: the two requests were not served", calls)

@@ -1,8 +1,8 @@
 //go:build !linux
 
-package edge
+package park
 
-// poller is epoll's (park_linux.go); elsewhere each parked connection
+// poller is epoll's (poller_linux.go); elsewhere each parked connection
 // waits on a goroutine of its own.
 type poller struct{}
 

@@ -1,4 +1,4 @@
-package edge
+package park_test
 
 // Tests of a parked connection's wake: what the client sends it, read
 // through TLS.
@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/maatproxy/maat/edge/internal/park"
 )
 
 // holdConn is a client's TCP connection under its TLS, whose writes can be
@@ -46,16 +48,16 @@ func (c *holdConn) capture(f func()) []byte {
 	return c.held
 }
 
-// h1DialHeld is h1Dial with the TCP connection under the client's TLS
-// at hand, speaking TLS version v (0: the highest).
-func h1DialHeld(t *testing.T, e *testEdge, v uint16) (*holdConn, *tls.Conn, *bufio.Reader) {
+// dialHeld is dial with the TCP connection under the client's TLS at
+// hand, speaking TLS version v (0: the highest).
+func (s *testServer) dialHeld(t *testing.T, v uint16) (*holdConn, *tls.Conn, *bufio.Reader) {
 	t.Helper()
-	nc, err := net.Dial("tcp", e.Addrs().HTTPS)
+	nc, err := net.Dial("tcp", s.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hc := &holdConn{Conn: nc}
-	cfg := e.tlsConfig("http/1.1")
+	cfg := s.client.Clone()
 	cfg.MaxVersion = v
 	c := tls.Client(hc, cfg)
 	t.Cleanup(func() { c.Close() })
@@ -78,29 +80,29 @@ func TestParkedRecordTail(t *testing.T) {
 }
 
 func parkedRecordTail(t *testing.T, noPoll bool) {
-	e, events := parkEdgeWith(t, "", noPoll)
-	hc, c, br := h1DialHeld(t, e, 0)
-	fmt.Fprintf(c, parkGet, "x")
-	if code, _ := readAnswer(t, br); code != 200 {
+	s := newServer(t, serverOpts{noPoll: noPoll})
+	hc, c, br := s.dialHeld(t, 0)
+	fmt.Fprintf(c, get, "x")
+	if code, _ := answer(t, br); code != 200 {
 		t.Fatalf("request: %d", code)
 	}
-	waitParked(t, e, 1)
-	events.drain()
-	record := hc.capture(func() { fmt.Fprintf(c, parkGet, "tail") })
+	s.waitParked(t, 1)
+	s.events.drain()
+	record := hc.capture(func() { fmt.Fprintf(c, get, "tail") })
 	const tail = 20 // no more than a close_notify alert record (24 bytes in TLS 1.3, 31 in 1.2)
 	if _, err := hc.Conn.Write(record[:len(record)-tail]); err != nil {
 		t.Fatal(err)
 	}
-	events.next(t, parkRewait) // the head was read, and the connection waits on
-	waitParked(t, e, 1)
+	s.events.next(t, park.Rewait) // the head was read, and the connection waits on
+	s.waitParked(t, 1)
 	if _, err := hc.Conn.Write(record[len(record)-tail:]); err != nil {
 		t.Fatal(err)
 	}
 	if err := hc.Conn.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	readLastAnswer(t, e, br, "/tail")
-	waitParked(t, e, 0)
+	s.readLastAnswer(t, br, "/tail")
+	s.waitParked(t, 0)
 }
 
 // TestParkedGoodbye: a client that closes its parked connection — a TCP
@@ -119,14 +121,14 @@ func TestParkedGoodbye(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			bothWaits(t, func(t *testing.T, noPoll bool) {
-				e, events := parkEdgeWith(t, "", noPoll)
-				hc, c, br := h1DialHeld(t, e, tc.v)
-				fmt.Fprintf(c, parkGet, "x")
-				if code, _ := readAnswer(t, br); code != 200 {
+				s := newServer(t, serverOpts{noPoll: noPoll})
+				hc, c, br := s.dialHeld(t, tc.v)
+				fmt.Fprintf(c, get, "x")
+				if code, _ := answer(t, br); code != 200 {
 					t.Fatalf("request: %d", code)
 				}
-				waitParked(t, e, 1)
-				events.drain()
+				s.waitParked(t, 1)
+				s.events.drain()
 				if tc.notify {
 					if err := c.CloseWrite(); err != nil {
 						t.Fatal(err)
@@ -135,13 +137,13 @@ func TestParkedGoodbye(t *testing.T) {
 				if err := hc.Conn.(*net.TCPConn).CloseWrite(); err != nil {
 					t.Fatal(err)
 				}
-				if ev := events.next(t, parkWoke, parkHungUp); ev.kind != parkHungUp {
+				if ev := s.events.next(t, park.Woke, park.HungUp); ev.Kind != park.HungUp {
 					t.Fatal("the goodbye went to net/http")
 				}
 				if _, err := br.ReadByte(); err != io.EOF {
 					t.Fatalf("after the goodbye: %v, want EOF", err)
 				}
-				waitParked(t, e, 0)
+				s.waitParked(t, 0)
 			})
 		})
 	}
@@ -153,21 +155,21 @@ func TestParkedGoodbye(t *testing.T) {
 func TestParkedRequestAndFIN(t *testing.T) {
 	t.Parallel()
 	bothWaits(t, func(t *testing.T, noPoll bool) {
-		e, _ := parkEdgeWith(t, "", noPoll)
-		hc, c, br := h1DialHeld(t, e, 0)
-		fmt.Fprintf(c, parkGet, "x")
-		if code, _ := readAnswer(t, br); code != 200 {
+		s := newServer(t, serverOpts{noPoll: noPoll})
+		hc, c, br := s.dialHeld(t, 0)
+		fmt.Fprintf(c, get, "x")
+		if code, _ := answer(t, br); code != 200 {
 			t.Fatalf("request: %d", code)
 		}
-		waitParked(t, e, 1)
-		record := hc.capture(func() { fmt.Fprintf(c, parkGet, "last") })
+		s.waitParked(t, 1)
+		record := hc.capture(func() { fmt.Fprintf(c, get, "last") })
 		if _, err := hc.Conn.Write(record); err != nil {
 			t.Fatal(err)
 		}
 		if err := hc.Conn.(*net.TCPConn).CloseWrite(); err != nil {
 			t.Fatal(err)
 		}
-		readLastAnswer(t, e, br, "/last")
+		s.readLastAnswer(t, br, "/last")
 	})
 }
 
@@ -179,14 +181,14 @@ func TestParkedTLSTrickleTimesOut(t *testing.T) {
 	t.Parallel()
 	bothWaits(t, func(t *testing.T, noPoll bool) {
 		const idle = 600 * time.Millisecond
-		e, events := parkEdgeWith(t, "timeouts: {idle: 600ms, read_header: 30s}\n", noPoll)
-		hc, c, br := h1DialHeld(t, e, 0)
+		s := newServer(t, serverOpts{noPoll: noPoll, idle: idle, readHeader: 30 * time.Second})
+		hc, c, br := s.dialHeld(t, 0)
 		start := time.Now()
-		fmt.Fprintf(c, parkGet, "x")
-		if code, _ := readAnswer(t, br); code != 200 {
+		fmt.Fprintf(c, get, "x")
+		if code, _ := answer(t, br); code != 200 {
 			t.Fatalf("request: %d", code)
 		}
-		waitParked(t, e, 1)
+		s.waitParked(t, 1)
 		// A request of 4 KiB, in one record, sent a byte per wake.
 		record := hc.capture(func() {
 			fmt.Fprintf(c, "GET /t HTTP/1.1\r\nHost: localhost\r\nX-Pad: %s\r\n\r\n", strings.Repeat("p", 4000))
@@ -196,7 +198,7 @@ func TestParkedTLSTrickleTimesOut(t *testing.T) {
 			_, err := br.ReadByte()
 			closed <- err
 		}()
-		events.drain()
+		s.events.drain()
 		bound := time.After(15 * time.Second)
 		for i := 0; ; i++ {
 			if i == len(record)-1 {
@@ -206,7 +208,7 @@ func TestParkedTLSTrickleTimesOut(t *testing.T) {
 				break // closed
 			}
 			select {
-			case <-events:
+			case <-s.events:
 				continue
 			case err := <-closed:
 				if err != io.EOF {
@@ -234,15 +236,15 @@ func TestParkedLastRequest(t *testing.T) {
 }
 
 func parkedLastRequest(t *testing.T, noPoll bool) {
-	e, _ := parkEdgeWith(t, "", noPoll)
-	c, br := h1Parked(t, e)
-	fmt.Fprintf(c, "GET /last HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+	s := newServer(t, serverOpts{noPoll: noPoll})
+	c, br := s.parked(t)
+	fmt.Fprintf(c, get, "last")
 	if err := c.CloseWrite(); err != nil { // close_notify
 		t.Fatal(err)
 	}
 	if err := c.NetConn().(*net.TCPConn).CloseWrite(); err != nil { // FIN
 		t.Fatal(err)
 	}
-	readLastAnswer(t, e, br, "/last")
-	waitParked(t, e, 0)
+	s.readLastAnswer(t, br, "/last")
+	s.waitParked(t, 0)
 }
