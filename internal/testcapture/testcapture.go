@@ -70,8 +70,8 @@ type Server struct {
 
 	ln     net.Listener
 	h1     *http.Server
-	ch     chan net.Conn   // HTTP/1 connections for h1
-	done   chan struct{}   // closed by Close
+	ch     chan net.Conn // HTTP/1 connections for h1
+	done   chan struct{} // closed by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
