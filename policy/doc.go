@@ -98,10 +98,13 @@
 // published address ranges, checked by a Verifier before evaluation),
 // headless (HeadlessChrome, PhantomJS, SlimerJS), hosting_asn (a browser
 // User-Agent from a hosting or cloud network: lists/hosting-asns.txt, or
-// the policy's hosting_asns:) and tls_h2_mismatch (a parrot: a browser's
-// TLS stack, by the JA4 known-client table, under another client's
-// HTTP/2, by the HTTP/2 known-client table (Request.H2Family) or by the
-// first request's pseudo-header order; whatever the User-Agent says).
+// the policy's hosting_asns:) and tls_http_mismatch (a parrot: a browser's
+// TLS stack, by the JA4 known-client table, under another client's HTTP:
+// an HTTP/2 connection preface the HTTP/2 known-client table has for
+// another family (Request.H2Family), a first request's pseudo-header order
+// that is not the browser's, or, over Chromium's TLS, an HTTP/1.1 header
+// order that does not start Host, Connection; whatever the User-Agent
+// says).
 //
 // # The no-JS wait
 //
@@ -109,7 +112,7 @@
 // HTTP/2 fingerprints agree with the browser they claim, whose weight is
 // below a bound, and on whom no lie-detection signal fired. A Decision
 // carries what the edge needs for that: BrowserAgrees, Lied (ua_tls_mismatch,
-// fake_crawler, headless or tls_h2_mismatch fired), Weight;
+// fake_crawler, headless or tls_http_mismatch fired), Weight;
 // Policy.WaitMaxWeight is the default bound, the upper end of the lowest
 // challenge threshold's band.
 //

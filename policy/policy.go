@@ -219,10 +219,10 @@ type Decision struct {
 }
 
 // lieSignals are the signals that say the client lies about what it is.
-const lieSignals = 1<<SignalUATLSMismatch | 1<<SignalFakeCrawler | 1<<SignalHeadless | 1<<SignalTLSH2Mismatch
+const lieSignals = 1<<SignalUATLSMismatch | 1<<SignalFakeCrawler | 1<<SignalHeadless | 1<<SignalTLSHTTPMismatch
 
 // Lied reports whether a lie-detection signal fired: ua_tls_mismatch,
-// fake_crawler, headless or tls_h2_mismatch. It reads what fired even when the policy's
+// fake_crawler, headless or tls_http_mismatch. It reads what fired even when the policy's
 // signals: section switched the signal off (off removes its weight and
 // its rule matches, not the fact), so that a client that lied is never
 // offered the no-JS wait.

@@ -31,21 +31,23 @@ const (
 	// hosting_asns, by default lists/hosting-asns.txt). People browse from
 	// homes, offices and phones; scrapers rent servers. Needs geo.asn_db.
 	SignalHostingASN
-	// SignalTLSH2Mismatch: a parrot. The TLS stack is a browser's (the
+	// SignalTLSHTTPMismatch: a parrot. The TLS stack is a browser's (the
 	// known-client table's family for the JA4 is chrome, edge, firefox,
-	// safari or ios) and the HTTP/2 connection is another client's: its
-	// SETTINGS, WINDOW_UPDATE and PRIORITY frames are those the HTTP/2
-	// known-client table has for another family (Request.H2Family: Go's
-	// x/net defaults under a utls Chrome ClientHello, say), or its first
-	// request's pseudo-header order is not that browser's. Whatever the
-	// User-Agent says.
-	SignalTLSH2Mismatch
+	// safari or ios) and the HTTP layer is another client's: on HTTP/2 the
+	// connection's SETTINGS, WINDOW_UPDATE and PRIORITY frames are those
+	// the HTTP/2 known-client table has for another family
+	// (Request.H2Family: Go's x/net defaults under a utls Chrome
+	// ClientHello, say), or its first request's pseudo-header order is not
+	// that browser's; on HTTP/1.1 over Chromium's TLS, the header order
+	// does not start Host, Connection, as Chromium's always does. Whatever
+	// the User-Agent says.
+	SignalTLSHTTPMismatch
 	numSignals
 )
 
 var signalNames = [numSignals]string{
 	"ua_tls_mismatch", "browser_headers_missing", "proto_mismatch", "fake_crawler", "verified_crawler",
-	"headless", "hosting_asn", "tls_h2_mismatch",
+	"headless", "hosting_asn", "tls_http_mismatch",
 }
 
 // defaultSignalWeights are the weights a policy gets unless its signals:
@@ -191,8 +193,8 @@ func (p *Policy) signals(r *Request, ua string) (Signals, uaClaim) {
 	if c.headless {
 		ss |= 1 << SignalHeadless
 	}
-	if tlsH2Mismatch(r) {
-		ss |= 1 << SignalTLSH2Mismatch
+	if r.TLS && tlsHTTPMismatch(r) {
+		ss |= 1 << SignalTLSHTTPMismatch
 	}
 	if c.brand == brandNone {
 		return ss, c
@@ -234,22 +236,32 @@ func familyBrand(family string) brand {
 	return brandNone
 }
 
-// tlsH2Mismatch reports a browser's TLS stack (by the JA4's known-client
-// family) under another client's HTTP/2: the connection preface is known
-// as another family's (r.H2Family), or the first request's four
-// pseudo-headers are not in the browser's order. An HTTP/2 fingerprint
-// the table does not know, and a first request with other than the four
+// tlsHTTPMismatch reports a browser's TLS stack (by the JA4's known-client
+// family) under another client's HTTP. On HTTP/2: the connection preface is
+// known as another family's (r.H2Family), or the first request's four
+// pseudo-headers are not in the browser's order; an HTTP/2 fingerprint the
+// table does not know, and a first request with other than the four
 // pseudo-headers of a GET (an extended CONNECT's :protocol), say nothing.
-func tlsH2Mismatch(r *Request) bool {
+// On HTTP/1.1 over Chromium's TLS: the header names do not start Host,
+// Connection (Chromium's HttpNetworkTransaction writes these two first on
+// every request, "Connection: Upgrade" on a WebSocket handshake); other
+// browsers' HTTP/1.1 orders are not checked.
+func tlsHTTPMismatch(r *Request) bool {
 	b := familyBrand(r.ClientFamily)
-	if b == brandNone || r.H2FP == "" {
+	switch {
+	case b == brandNone:
 		return false
+	case r.H2FP != "":
+		if r.H2Family != "" && !familyConsistent(b, r.H2Family) {
+			return true
+		}
+		letters, n, ok := pseudoLetters(r.H2FP)
+		return ok && n == len(letters) && !pseudoLettersOK(b, string(letters[:])) // does not escape: compared only
+	case r.Proto == "HTTP/1.1" && b == brandChromium && len(r.HeaderOrder) > 0:
+		o := r.HeaderOrder
+		return len(o) < 2 || !strings.EqualFold(o[0], "host") || !strings.EqualFold(o[1], "connection")
 	}
-	if r.H2Family != "" && !familyConsistent(b, r.H2Family) {
-		return true
-	}
-	letters, n, ok := pseudoLetters(r.H2FP)
-	return ok && n == len(letters) && !pseudoLettersOK(b, string(letters[:])) // does not escape: compared only
+	return false
 }
 
 // pseudoLetters returns the initials of an h2fp's last field, the first

@@ -54,7 +54,7 @@ func TestSignals(t *testing.T) {
 		{"chrome UA on unknown stack", func(r *Request) { r.ClientFamily = "" }, nil},
 		{"chrome UA on curl", func(r *Request) { r.ClientFamily = "curl" }, []Signal{SignalUATLSMismatch}},
 		// Firefox's TLS under Chromium's HTTP/2 is a parrot too.
-		{"chrome UA on firefox", func(r *Request) { r.ClientFamily = "firefox" }, []Signal{SignalUATLSMismatch, SignalTLSH2Mismatch}},
+		{"chrome UA on firefox", func(r *Request) { r.ClientFamily = "firefox" }, []Signal{SignalUATLSMismatch, SignalTLSHTTPMismatch}},
 		{"chrome UA on firefox's TLS and HTTP/2", func(r *Request) {
 			r.ClientFamily, r.H2FP, r.H2Family = "firefox", h2fpFirefox, "firefox"
 			r.HeaderOrder = nil
@@ -166,18 +166,18 @@ func TestSignals(t *testing.T) {
 		// Parrots: a browser's TLS stack under another client's HTTP/2.
 		{"Chrome's TLS under Go's HTTP/2 preface in Chrome's order", func(r *Request) {
 			r.H2FP, r.H2Family = h2fpGoChromeOrder, "go"
-		}, []Signal{SignalTLSH2Mismatch}},
+		}, []Signal{SignalTLSHTTPMismatch}},
 		{"Chrome's TLS under Go's HTTP/2", func(r *Request) {
 			r.H2FP, r.H2Family = h2fpGo, "go"
 			r.HeaderOrder = []string{":authority", ":method", ":path", ":scheme", "user-agent"}
-		}, []Signal{SignalBrowserHeadersMissing, SignalTLSH2Mismatch}},
+		}, []Signal{SignalBrowserHeadersMissing, SignalTLSHTTPMismatch}},
 		{"Chrome's TLS under curl's HTTP/2 claiming curl", func(r *Request) {
 			r.Header = http.Header{"User-Agent": {"curl/8.5.0"}, "Accept": {"*/*"}}
 			r.H2FP, r.H2Family = h2fpCurl, "curl"
-		}, []Signal{SignalTLSH2Mismatch}},
+		}, []Signal{SignalTLSHTTPMismatch}},
 		{"Chrome's TLS under an unknown preface in Go's pseudo order", func(r *Request) {
 			r.H2FP, r.H2Family = "1:4096|00|0|a,m,p,s", ""
-		}, []Signal{SignalTLSH2Mismatch}},
+		}, []Signal{SignalTLSHTTPMismatch}},
 		{"Edge's TLS under Chromium's HTTP/2", func(r *Request) { r.ClientFamily = "edge" }, nil},
 		{"Chrome's TLS under an unknown preface in Chrome's order", func(r *Request) {
 			r.H2FP, r.H2Family = "1:65536;2:0;4:6291456;6:262144;9:1|15663105|0|m,a,s,p", ""
@@ -189,17 +189,40 @@ func TestSignals(t *testing.T) {
 			r.Proto, r.H2FP, r.H2Family = "HTTP/1.1", "", ""
 			r.HeaderOrder = []string{"Host", "Connection", "User-Agent"}
 		}, []Signal{SignalProtoMismatch}},
+		// Go's HTTP/1.1 writes Host, User-Agent, then the rest sorted.
+		{"Chrome's TLS under Go's HTTP/1.1", func(r *Request) {
+			r.Proto, r.H2FP, r.H2Family = "HTTP/1.1", "", ""
+			r.HeaderOrder = []string{"Host", "User-Agent", "Accept", "Accept-Encoding", "Accept-Language", "Sec-Ch-Ua"}
+		}, []Signal{SignalProtoMismatch, SignalTLSHTTPMismatch}},
+		{"Chrome's TLS under HTTP/1.1 without Connection", func(r *Request) {
+			r.Proto, r.H2FP, r.H2Family = "HTTP/1.1", "", ""
+			r.HeaderOrder = []string{"Host"}
+		}, []Signal{SignalProtoMismatch, SignalTLSHTTPMismatch}},
+		{"Chrome's TLS on HTTP/1.1, order unknown", func(r *Request) {
+			r.Proto, r.H2FP, r.H2Family, r.HeaderOrder = "HTTP/1.1", "", "", nil
+		}, []Signal{SignalProtoMismatch}},
+		{"Firefox's TLS under Go's HTTP/1.1 (not checked)", func(r *Request) {
+			r.Header.Set("User-Agent", uaFirefox)
+			r.Header.Del("Sec-Ch-Ua")
+			r.Proto, r.H2FP, r.H2Family, r.ClientFamily = "HTTP/1.1", "", "", "firefox"
+			r.HeaderOrder = []string{"Host", "User-Agent", "Accept"}
+		}, []Signal{SignalProtoMismatch}},
+		{"Chrome's TLS under Go's HTTP/2, plain HTTP", func(r *Request) {
+			r.TLS = false
+			r.Header.Del("Sec-Ch-Ua")
+			r.H2FP, r.H2Family, r.HeaderOrder = h2fpGo, "go", nil
+		}, nil},
 		{"Safari's TLS under Go's HTTP/2", func(r *Request) {
 			r.Header.Set("User-Agent", uaSafari)
 			r.HeaderOrder = nil
 			r.ClientFamily, r.H2FP, r.H2Family = "safari", h2fpGo, "go"
-		}, []Signal{SignalTLSH2Mismatch}},
+		}, []Signal{SignalTLSHTTPMismatch}},
 		{"Firefox's TLS under Go's HTTP/2", func(r *Request) {
 			r.Header.Set("User-Agent", uaFirefox)
 			r.Header.Del("Sec-Ch-Ua")
 			r.HeaderOrder = nil
 			r.ClientFamily, r.H2FP, r.H2Family = "firefox", h2fpGo, "go"
-		}, []Signal{SignalTLSH2Mismatch}},
+		}, []Signal{SignalTLSHTTPMismatch}},
 		{"curl's TLS under Go's HTTP/2", func(r *Request) {
 			r.Header = http.Header{"User-Agent": {"curl/8.5.0"}}
 			r.ClientFamily, r.H2FP, r.H2Family = "curl", h2fpGo, "go"
