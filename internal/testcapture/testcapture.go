@@ -57,6 +57,10 @@ type Record struct {
 	HFP       string `json:"hfp"`
 	HFPR      string `json:"hfp_r"`
 	UserAgent string `json:"user_agent"`
+	// Hello is the connection's first bytes: the TLS record(s) of its
+	// ClientHello, as utls.Fingerprinter reads them. Not written to the
+	// capture file (the random and key shares change on every run).
+	Hello []byte `json:"-"`
 }
 
 // Server is an HTTPS server on 127.0.0.1 that serves the edge's way (its
@@ -93,7 +97,7 @@ func NewServer() (*Server, error) {
 	s := &Server{
 		URL:    "https://localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port) + "/",
 		Cert:   conf.Certificates[0].Certificate[0],
-		ln:     tlsfp.NewListener(ln, tlsfp.Config{}),
+		ln:     tlsfp.NewListener(firstBytesListener{ln}, tlsfp.Config{}),
 		ch:     make(chan net.Conn),
 		done:   make(chan struct{}),
 		cancel: cancel,
@@ -172,6 +176,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			if fp := tc.Fingerprint(); fp != nil {
 				rec.JA4, rec.JA4R = fp.JA4, fp.JA4R
 			}
+			if fb, ok := tc.NetConn().(*firstBytesConn); ok {
+				rec.Hello = fb.first()
+			}
 		}
 	}
 	if fp, ok := httpfp.FromRequest(r); ok {
@@ -210,6 +217,42 @@ func (l chanListener) Accept() (net.Conn, error) {
 
 func (l chanListener) Close() error   { return nil }
 func (l chanListener) Addr() net.Addr { return l.addr }
+
+// firstBytesListener keeps the first bytes each connection reads.
+type firstBytesListener struct{ net.Listener }
+
+func (l firstBytesListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &firstBytesConn{Conn: c}, nil
+}
+
+// firstBytesConn is a connection that keeps the first 16 KiB it reads.
+type firstBytesConn struct {
+	net.Conn
+	mu  sync.Mutex
+	buf []byte
+}
+
+const maxFirstBytes = 16 << 10
+
+func (c *firstBytesConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	if k := min(n, maxFirstBytes-len(c.buf)); k > 0 {
+		c.buf = append(c.buf, p[:k]...)
+	}
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *firstBytesConn) first() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]byte(nil), c.buf...)
+}
 
 var errNoRequest = errors.New("testcapture: the client sent no request")
 
