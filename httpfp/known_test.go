@@ -169,3 +169,14 @@ func TestKnownClientsLive(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLookupClient is the edge's per-request lookup of the HTTP/2
+// known-client table: no allocation.
+func BenchmarkLookupClient(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if c, ok := httpfp.LookupClient(chromiumH2FP); !ok || c.Family != "chrome" {
+			b.Fatal(c, ok)
+		}
+	}
+}
