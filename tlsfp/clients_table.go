@@ -27,7 +27,7 @@ var knownClients = map[string]Client{
 	"t13d1814h2_29a2cd9e9f10_d267a5f792d4": {Family: "firefox", Versions: "63-65", Source: "utls v1.8.1 HelloFirefox_63; utls v1.8.1 HelloFirefox_65"},
 	"t13d1815h2_e8a523a41297_3d5424432f57": {Family: "firefox", Versions: "99", Source: "utls v1.8.1 HelloFirefox_99"},
 	"t13d2014h2_a09f3c656075_14788d8d241b": {Family: "safari", Versions: "16.0", Source: "utls v1.8.1 HelloSafari_16_0"},
-	"t13d2613h2_2802a3db6c62_845d286b0d67": {Family: "safari", Versions: "macOS", Source: "capture macos_tcp_flags.pcap (FoxIO JA4+): Apple's TLS stack on macOS, as Safari uses it; utls v1.8.1 HelloIOS_13; utls v1.8.1 HelloIOS_14"},
+	"t13d2613h2_2802a3db6c62_845d286b0d67": {Family: "ios", Versions: "13-14", Source: "capture macos_tcp_flags.pcap (FoxIO JA4+): Apple's TLS stack on macOS, Safari's and every app's that uses it; utls v1.8.1 HelloIOS_13; utls v1.8.1 HelloIOS_14"},
 	"t13d291300_723694b0fccc_2cc26d266019": {Family: "gnutls", Versions: "3.7.9", Source: "gnutls-cli 3.7.9, Debian GNU/Linux 12 (bookworm)"},
 	"t13d291300_723694b0fccc_899037bd0b8c": {Family: "wget", Versions: "1.21.3", Source: "wget 1.21.3, Debian GNU/Linux 12 (bookworm)"},
 	"t13d311000_e8f1e7e78f70_1f22a2ca17c4": {Family: "openssl", Versions: "3.0.19", Source: "openssl 3.0.19, Debian GNU/Linux 12 (bookworm)"},

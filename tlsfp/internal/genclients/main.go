@@ -371,7 +371,7 @@ var captures = []struct {
 	family, version, reason string
 }{
 	{"chrome-cloudflare-quic-with-secrets.pcapng", 4, "chrome", "", "Chrome, named by the capture"},
-	{"macos_tcp_flags.pcap", 4, "safari", "macOS", "Apple's TLS stack on macOS, as Safari uses it"},
+	{"macos_tcp_flags.pcap", 4, "ios", "", "Apple's TLS stack on macOS, Safari's and every app's that uses it"},
 	{"tls12.pcap", 1, "firefox", "", "Firefox: only it asks contile.services.mozilla.com"},
 }
 
