@@ -5,7 +5,7 @@ PKGS    ?= ./...
 SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl haproxy:haproxy nginx:nginx \
            wget:wget python3:python3 npm:npm node:nodejs \
            dpkg-deb:dpkg systemd-analyze:systemd man:man-db shellcheck:shellcheck \
-           zsh:zsh update-ca-certificates:ca-certificates script:bsdutils
+           zsh:zsh update-ca-certificates:ca-certificates script:bsdutils firefox-esr:firefox-esr
 # Packages without a command: fonts for the screenshots of the challenge page.
 SYSPKGS := fonts-noto-cjk
 

@@ -88,8 +88,9 @@ func grepLines(s, sub string) string {
 }
 
 // newChromium starts headless Chromium for the edge's tests; ua, if set,
-// replaces its User-Agent (a real Chrome's, without "Headless").
-func newChromium(t *testing.T, ua string) context.Context {
+// replaces its User-Agent (a real Chrome's, without "Headless"); extra
+// adds flags.
+func newChromium(t *testing.T, ua string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	path := testenv.NeedCommand(t, "chromium", "chromium-browser")
 	opts := []chromedp.ExecAllocatorOption{
@@ -103,6 +104,7 @@ func newChromium(t *testing.T, ua string) context.Context {
 	if ua != "" {
 		opts = append(opts, chromedp.UserAgent(ua))
 	}
+	opts = append(opts, extra...)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(alloc)

@@ -357,26 +357,44 @@ func TestHonestAutomationPasses(t *testing.T) {
 // Chrome 133 connection, and reads the answer.
 func chromeRoundTrip(t *testing.T, e *testEdge, path string, header [][2]string, cookie string) (*http.Response, string) {
 	t.Helper()
+	return h2RoundTrip(t, e, utls.HelloChrome_133, chromePreface, path, header, cookie)
+}
+
+// h2Preface is what an HTTP/2 client sends before its first request: its
+// SETTINGS and the connection's WINDOW_UPDATE increment.
+type h2Preface struct {
+	settings []http2.Setting
+	window   uint32
+}
+
+// chromePreface is Chromium's (DESIGN.md's h2fp of Chromium).
+var chromePreface = h2Preface{[]http2.Setting{{ID: 1, Val: 65536}, {ID: 2, Val: 0}, {ID: 4, Val: 6291456}, {ID: 6, Val: 262144}}, 15663105}
+
+// h2RoundTrip sends one GET over HTTP/2 on a new connection with the
+// ClientHello of id and the preface pre, the pseudo-headers in Chrome's
+// order and header in the order given, and reads the answer.
+func h2RoundTrip(t *testing.T, e *testEdge, id utls.ClientHelloID, pre h2Preface, path string, header [][2]string, cookie string) (*http.Response, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, _, err := testclient.Dial(ctx, e.Addrs().HTTPS, utls.HelloChrome_133, "localhost")
+	conn, _, err := testclient.Dial(ctx, e.Addrs().HTTPS, id, "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	if conn.ConnectionState().NegotiatedProtocol != "h2" {
-		t.Fatal("utls Chrome did not negotiate h2")
+		t.Fatal("utls did not negotiate h2")
 	}
 	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
 		t.Fatal(err)
 	}
 	fr := http2.NewFramer(conn, conn)
 	fr.ReadMetaHeaders = hpack.NewDecoder(65536, nil)
-	// Chrome's SETTINGS and connection window (DESIGN.md's h2fp of Chromium).
-	_ = fr.WriteSettings(http2.Setting{ID: 1, Val: 65536}, http2.Setting{ID: 2, Val: 0},
-		http2.Setting{ID: 4, Val: 6291456}, http2.Setting{ID: 6, Val: 262144})
-	_ = fr.WriteWindowUpdate(0, 15663105)
+	_ = fr.WriteSettings(pre.settings...)
+	if pre.window > 0 {
+		_ = fr.WriteWindowUpdate(0, pre.window)
+	}
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	for _, f := range [][2]string{{":method", "GET"}, {":authority", "localhost:" + port(e.Addrs().HTTPS)}, {":scheme", "https"}, {":path", path}} {

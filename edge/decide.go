@@ -8,6 +8,7 @@ import (
 
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/policy"
 )
 
@@ -76,6 +77,7 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 // only for the wait. Otherwise the wait is offered for a proof of work of
 // at most challenge.WaitBits (what a wait's pass stands for) to a client
 // whose TLS (and HTTP/2) fingerprint agrees with the browser it claims
+// (a parrot, tls_http_mismatch, is a lie)
 // and whose weight is below challenge.wait.max_weight; it grows with the
 // weight, to twice challenge.wait.duration at max_weight.
 func (h *Handler) waitFor(d *policy.Decision) time.Duration {
@@ -117,6 +119,9 @@ func (h *Handler) policyRequest(r *http.Request, st *reqState) policy.Request {
 	}
 	if st.http != nil {
 		pr.HFP, pr.H2FP = st.http.HFP, st.http.H2FP
+		if c, ok := httpfp.LookupClient(st.http.H2FP); ok {
+			pr.H2Family = c.Family
+		}
 		if st.http.Ordered {
 			pr.HeaderOrder = st.http.Names
 		}

@@ -75,3 +75,12 @@ func ExampleHFP() {
 	// h206_66be9bad73e8
 	// :method,:authority,:scheme,:path,user-agent,accept
 }
+
+// ExampleLookupClient names the client whose HTTP/2 library sent a
+// connection's preface: here Go's, under Chrome's pseudo-header order, as
+// a parrot sends it.
+func ExampleLookupClient() {
+	c, ok := httpfp.LookupClient("2:0;4:4194304;5:16384;6:10485760|1073741824|0|m,a,s,p")
+	fmt.Println(c.Family, c.Pseudo, ok)
+	// Output: go a,m,p,s true
+}

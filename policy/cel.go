@@ -31,8 +31,10 @@ const (
 var ErrExpression = errors.New("policy: bad expression")
 
 // botEnv is the CEL environment of rule expressions: Anubis's variables and
-// functions plus Maat's fingerprints and geo facts (asn: the AS number, 0
-// when unknown; country: ISO 3166-1 alpha-2, "" when unknown).
+// functions plus Maat's fingerprints (ja4, hfp, h2fp; clientFamily and
+// h2Family, the known-client families of the JA4 and of the HTTP/2
+// fingerprint, "" when unknown) and geo facts (asn: the AS number, 0 when
+// unknown; country: ISO 3166-1 alpha-2, "" when unknown).
 func botEnv() (*cel.Env, error) {
 	strMap := cel.MapType(cel.StringType, cel.StringType)
 	return cel.NewEnv(
@@ -51,6 +53,7 @@ func botEnv() (*cel.Env, error) {
 		cel.Variable("hfp", cel.StringType),
 		cel.Variable("h2fp", cel.StringType),
 		cel.Variable("clientFamily", cel.StringType),
+		cel.Variable("h2Family", cel.StringType),
 		cel.Variable("proto", cel.StringType),
 		cel.Variable("asn", cel.IntType),
 		cel.Variable("country", cel.StringType),
@@ -215,6 +218,8 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return r.H2FP, true
 	case "clientFamily":
 		return r.ClientFamily, true
+	case "h2Family":
+		return r.H2Family, true
 	case "proto":
 		return r.Proto, true
 	case "asn":

@@ -81,8 +81,8 @@
 // (remoteAddress, contentLength, host, method, userAgent, path, query,
 // headers, load_1m/5m/15m, which are always 0) and functions
 // (missingHeader, segments, regexSafe, randInt; not the DNS functions), and
-// also ja4, hfp, h2fp, clientFamily, proto, asn (0 when unknown) and
-// country (ISO 3166-1 alpha-2, "" when unknown). CEL is the language of
+// also ja4, hfp, h2fp, clientFamily, h2Family, proto, asn (0 when unknown)
+// and country (ISO 3166-1 alpha-2, "" when unknown). CEL is the language of
 // https://github.com/google/cel-spec/blob/master/doc/langdef.md; regular
 // expressions are Go's RE2 syntax (package regexp).
 //
@@ -96,9 +96,15 @@
 // modern browser on HTTP/1.1 over TLS), fake_crawler and verified_crawler
 // (forward-confirmed reverse DNS, RFC 1912 section 2.1, or the crawler's
 // published address ranges, checked by a Verifier before evaluation),
-// headless (HeadlessChrome, PhantomJS, SlimerJS) and hosting_asn (a browser
+// headless (HeadlessChrome, PhantomJS, SlimerJS), hosting_asn (a browser
 // User-Agent from a hosting or cloud network: lists/hosting-asns.txt, or
-// the policy's hosting_asns:).
+// the policy's hosting_asns:) and tls_http_mismatch (a parrot: a browser's
+// TLS stack, by the JA4 known-client table, under another client's HTTP:
+// an HTTP/2 connection preface the HTTP/2 known-client table has for
+// another family (Request.H2Family), a first request's pseudo-header order
+// that is not the browser's, or, over Chromium's TLS, an HTTP/1.1 header
+// order that does not start Host, Connection; whatever the User-Agent
+// says).
 //
 // # The no-JS wait
 //
@@ -106,8 +112,9 @@
 // HTTP/2 fingerprints agree with the browser they claim, whose weight is
 // below a bound, and on whom no lie-detection signal fired. A Decision
 // carries what the edge needs for that: BrowserAgrees, Lied (ua_tls_mismatch,
-// fake_crawler or headless fired), Weight; Policy.WaitMaxWeight is the
-// default bound, the upper end of the lowest challenge threshold's band.
+// fake_crawler, headless or tls_http_mismatch fired), Weight;
+// Policy.WaitMaxWeight is the default bound, the upper end of the lowest
+// challenge threshold's band.
 //
 // # Explain
 //

@@ -45,6 +45,10 @@ func TestMatchers(t *testing.T) {
 		{"client_family miss", `bots: [{name: f, client_family: curl, action: DENY}]`, nil, ALLOW, ""},
 		{"signal", `bots: [{name: s, signal: ua_tls_mismatch, action: DENY}]`, func(r *Request) { r.ClientFamily = "curl" }, DENY, "s"},
 		{"signal miss", `bots: [{name: s, signal: [ua_tls_mismatch, fake_crawler], action: DENY}]`, nil, ALLOW, ""},
+		{"signal tls_http_mismatch", `bots: [{name: s, signal: tls_http_mismatch, action: DENY}]`, func(r *Request) { r.H2FP, r.H2Family = h2fpGoChromeOrder, "go" }, DENY, "s"},
+		{"signal tls_http_mismatch miss", `bots: [{name: s, signal: tls_http_mismatch, action: DENY}]`, nil, ALLOW, ""},
+		{"expression h2Family", `bots: [{name: e, expression: 'clientFamily == "chrome" && h2Family == "go"', action: DENY}]`, func(r *Request) { r.H2FP, r.H2Family = h2fpGoChromeOrder, "go" }, DENY, "e"},
+		{"expression h2Family miss", `bots: [{name: e, expression: 'h2Family == "go"', action: DENY}]`, nil, ALLOW, ""},
 		{"signal switched off", "bots: [{name: s, signal: ua_tls_mismatch, action: DENY}]\nsignals: {ua_tls_mismatch: off}", func(r *Request) { r.ClientFamily = "curl" }, ALLOW, ""},
 		{"expression", `bots: [{name: e, expression: 'userAgent.contains("Chrome") && path.startsWith("/wiki/")', action: DENY}]`, nil, DENY, "e"},
 		{"expression all", "bots:\n- name: e\n  action: DENY\n  expression:\n    all: ['method == \"GET\"', 'headers[\"Sec-Fetch-Mode\"] == \"navigate\"', 'host == \"example.org\"']", nil, DENY, "e"},
@@ -266,7 +270,7 @@ func TestDefaultPolicy(t *testing.T) {
 			r := chromeRequest()
 			r.Header.Set("User-Agent", uaFirefox)
 			r.Header.Del("Sec-Ch-Ua")
-			r.ClientFamily = "firefox"
+			r.ClientFamily, r.H2FP, r.H2Family = "firefox", h2fpFirefox, "firefox"
 			r.HeaderOrder = []string{":method", ":path", ":authority", ":scheme", "user-agent"}
 			return r
 		}, CHALLENGE, 12, "browser", nil},
@@ -274,7 +278,7 @@ func TestDefaultPolicy(t *testing.T) {
 			r := chromeRequest()
 			r.Header.Set("User-Agent", uaIPhone)
 			r.Header.Del("Sec-Ch-Ua")
-			r.ClientFamily = "ios"
+			r.ClientFamily, r.H2FP, r.H2Family = "ios", h2fpSafari, ""
 			r.HeaderOrder = []string{":method", ":scheme", ":authority", ":path", "user-agent"}
 			return r
 		}, CHALLENGE, 12, "browser", nil},

@@ -72,6 +72,8 @@ func TestExplainGolden(t *testing.T) {
 	robot.ClientFamily = "node"
 	fakeRobot := chromeRequest()
 	fakeRobot.Header.Set("User-Agent", "Mozilla/5.0+(compatible; UptimeRobot/2.0; http://www.uptimerobot.com/)")
+	parrot := chromeRequest()
+	parrot.H2FP, parrot.H2Family = h2fpGoChromeOrder, "go"
 	cases := []struct {
 		name string
 		r    *Request
@@ -92,6 +94,7 @@ func TestExplainGolden(t *testing.T) {
 		{"chrome from a home network", home, nil},
 		{"UptimeRobot", robot, nil},
 		{"UptimeRobot's User-Agent on Chrome's TLS", fakeRobot, nil},
+		{"a parrot: Chrome's TLS under Go's HTTP/2 in Chrome's pseudo-header order", parrot, nil},
 	}
 	var b strings.Builder
 	for _, c := range cases {

@@ -22,6 +22,19 @@ const (
 	uaIMessage            = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_11_1) AppleWebKit/601.2.4 (KHTML, like Gecko) Version/9.0.1 Safari/601.2.4 facebookexternalhit/1.1 Facebot Twitterbot/1.0"
 )
 
+// HTTP/2 fingerprints of real clients (httpfp/testdata/clients.jsonl;
+// Safari's as published, for its pseudo-header order).
+const (
+	h2fpChromium = "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p"
+	h2fpFirefox  = "1:65536;2:0;4:131072;5:16384|12517377|0|m,p,a,s"
+	h2fpSafari   = "2:0;3:100;4:2097152;8:1;9:1|10420225|0|m,s,a,p"
+	h2fpCurl     = "3:100;4:33554432;2:0|33488897|0|m,p,s,a"
+	h2fpGo       = "2:0;4:4194304;5:16384;6:10485760|1073741824|0|a,m,p,s"
+	// A parrot: Go's HTTP/2 connection preface with Chrome's pseudo-header
+	// order (a utls Chrome hello under a patched x/net transport).
+	h2fpGoChromeOrder = "2:0;4:4194304;5:16384;6:10485760|1073741824|0|m,a,s,p"
+)
+
 // chromeRequest is what Chrome sends for a top-level navigation over
 // HTTP/2.
 func chromeRequest() *Request {
@@ -50,8 +63,9 @@ func chromeRequest() *Request {
 			"sec-ch-ua-platform", "upgrade-insecure-requests", "user-agent", "accept", "sec-fetch-site",
 			"sec-fetch-mode", "sec-fetch-user", "sec-fetch-dest", "accept-encoding", "accept-language"},
 		JA4:          "t13d1516h2_8daaf6152771_02713d6af862",
-		H2FP:         "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p",
+		H2FP:         h2fpChromium,
 		ClientFamily: "chrome",
+		H2Family:     "chrome",
 	}
 }
 

@@ -111,6 +111,11 @@ type Request struct {
 	// JA4 is unknown, which fires no signal.
 	ClientFamily   string
 	ClientVersions string
+	// H2Family is the HTTP/2 known-client table's family for the
+	// connection's HTTP/2 fingerprint (its SETTINGS, WINDOW_UPDATE and
+	// PRIORITY frames: "chrome", "firefox", "curl", "go", …); "" when
+	// unknown or not HTTP/2, which fires no signal.
+	H2Family string
 	// Pass identifies the client's valid pass cookie (for RATE keyed by
 	// pass); "" when it has none.
 	Pass string
@@ -191,7 +196,8 @@ type Decision struct {
 	// bot token, and that the TLS fingerprint's known-client family is that
 	// browser's (Chromium-based: chrome or edge; Firefox: firefox; Safari
 	// and iOS: safari or ios), and, on HTTP/2, that the HTTP/2
-	// fingerprint's pseudo-header order is that browser's. An unknown JA4
+	// fingerprint's pseudo-header order is that browser's and its family
+	// (H2Family), when known, is that browser's too. An unknown JA4
 	// (empty ClientFamily) gives false. With Lied and the weight, it decides
 	// whether the no-JS wait may be offered (DESIGN.md, "Challenges"):
 	//
@@ -213,10 +219,10 @@ type Decision struct {
 }
 
 // lieSignals are the signals that say the client lies about what it is.
-const lieSignals = 1<<SignalUATLSMismatch | 1<<SignalFakeCrawler | 1<<SignalHeadless
+const lieSignals = 1<<SignalUATLSMismatch | 1<<SignalFakeCrawler | 1<<SignalHeadless | 1<<SignalTLSHTTPMismatch
 
 // Lied reports whether a lie-detection signal fired: ua_tls_mismatch,
-// fake_crawler or headless. It reads what fired even when the policy's
+// fake_crawler, headless or tls_http_mismatch. It reads what fired even when the policy's
 // signals: section switched the signal off (off removes its weight and
 // its rule matches, not the fact), so that a client that lied is never
 // offered the no-JS wait.

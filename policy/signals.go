@@ -31,17 +31,28 @@ const (
 	// hosting_asns, by default lists/hosting-asns.txt). People browse from
 	// homes, offices and phones; scrapers rent servers. Needs geo.asn_db.
 	SignalHostingASN
+	// SignalTLSHTTPMismatch: a parrot. The TLS stack is a browser's (the
+	// known-client table's family for the JA4 is chrome, edge, firefox,
+	// safari or ios) and the HTTP layer is another client's: on HTTP/2 the
+	// connection's SETTINGS, WINDOW_UPDATE and PRIORITY frames are those
+	// the HTTP/2 known-client table has for another family
+	// (Request.H2Family: Go's x/net defaults under a utls Chrome
+	// ClientHello, say), or its first request's pseudo-header order is not
+	// that browser's; on HTTP/1.1 over Chromium's TLS, the header order
+	// does not start Host, Connection, as Chromium's always does. Whatever
+	// the User-Agent says.
+	SignalTLSHTTPMismatch
 	numSignals
 )
 
 var signalNames = [numSignals]string{
 	"ua_tls_mismatch", "browser_headers_missing", "proto_mismatch", "fake_crawler", "verified_crawler",
-	"headless", "hosting_asn",
+	"headless", "hosting_asn", "tls_http_mismatch",
 }
 
 // defaultSignalWeights are the weights a policy gets unless its signals:
 // section says otherwise.
-var defaultSignalWeights = [numSignals]int{30, 10, 10, 50, 0, 20, 20}
+var defaultSignalWeights = [numSignals]int{30, 10, 10, 50, 0, 20, 20, 30}
 
 // String returns the signal's name as policy files write it.
 func (s Signal) String() string {
@@ -182,6 +193,9 @@ func (p *Policy) signals(r *Request, ua string) (Signals, uaClaim) {
 	if c.headless {
 		ss |= 1 << SignalHeadless
 	}
+	if r.TLS && tlsHTTPMismatch(r) {
+		ss |= 1 << SignalTLSHTTPMismatch
+	}
 	if c.brand == brandNone {
 		return ss, c
 	}
@@ -208,6 +222,66 @@ func (p *Policy) signals(r *Request, ua string) (Signals, uaClaim) {
 	return ss, c
 }
 
+// familyBrand is the browser whose TLS stack a known-client family is;
+// brandNone for clients that are not browsers.
+func familyBrand(family string) brand {
+	switch family {
+	case "chrome", "edge":
+		return brandChromium
+	case "firefox":
+		return brandFirefox
+	case "safari", "ios":
+		return brandSafari
+	}
+	return brandNone
+}
+
+// tlsHTTPMismatch reports a browser's TLS stack (by the JA4's known-client
+// family) under another client's HTTP. On HTTP/2: the connection preface is
+// known as another family's (r.H2Family), or the first request's four
+// pseudo-headers are not in the browser's order; an HTTP/2 fingerprint the
+// table does not know, and a first request with other than the four
+// pseudo-headers of a GET (an extended CONNECT's :protocol), say nothing.
+// On HTTP/1.1 over Chromium's TLS: the header names do not start Host,
+// Connection (Chromium's HttpNetworkTransaction writes these two first on
+// every request, "Connection: Upgrade" on a WebSocket handshake); other
+// browsers' HTTP/1.1 orders are not checked.
+func tlsHTTPMismatch(r *Request) bool {
+	b := familyBrand(r.ClientFamily)
+	switch {
+	case b == brandNone:
+		return false
+	case r.H2FP != "":
+		if r.H2Family != "" && !familyConsistent(b, r.H2Family) {
+			return true
+		}
+		letters, n, ok := pseudoLetters(r.H2FP)
+		return ok && n == len(letters) && !pseudoLettersOK(b, string(letters[:])) // does not escape: compared only
+	case r.Proto == "HTTP/1.1" && b == brandChromium && len(r.HeaderOrder) > 0:
+		o := r.HeaderOrder
+		return len(o) < 2 || !strings.EqualFold(o[0], "host") || !strings.EqualFold(o[1], "connection")
+	}
+	return false
+}
+
+// pseudoLetters returns the initials of an h2fp's last field, the first
+// request's pseudo-headers ("m,a,s,p" → "masp"), in letters[:n]; ok is
+// false when there are more than four.
+func pseudoLetters(h2fp string) (letters [4]byte, n int, ok bool) {
+	i := strings.LastIndexByte(h2fp, '|')
+	for _, b := range []byte(h2fp[i+1:]) {
+		if b == ',' {
+			continue
+		}
+		if n == len(letters) {
+			return letters, n, false
+		}
+		letters[n] = b
+		n++
+	}
+	return letters, n, true
+}
+
 // browserAgrees reports whether r's fingerprints agree with the browser c
 // claims: see Decision.BrowserAgrees.
 func browserAgrees(r *Request, c uaClaim) bool {
@@ -217,22 +291,11 @@ func browserAgrees(r *Request, c uaClaim) bool {
 	if r.Proto != "HTTP/2.0" || r.H2FP == "" {
 		return true
 	}
-	// The h2fp's last field is the first request's pseudo-header order,
-	// as letters joined by commas: "m,a,s,p".
-	i := strings.LastIndexByte(r.H2FP, '|')
-	var buf [4]byte
-	n := 0
-	for _, b := range []byte(r.H2FP[i+1:]) {
-		if b == ',' {
-			continue
-		}
-		if n == len(buf) {
-			return false
-		}
-		buf[n] = b
-		n++
+	if r.H2Family != "" && !familyConsistent(c.brand, r.H2Family) {
+		return false
 	}
-	return pseudoLettersOK(c.brand, string(buf[:n]))
+	letters, n, ok := pseudoLetters(r.H2FP)
+	return ok && pseudoLettersOK(c.brand, string(letters[:n]))
 }
 
 // modernBrowser reports a browser version that speaks HTTP/2 and sends

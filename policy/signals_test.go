@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"net/http"
 	"slices"
 	"testing"
 )
@@ -52,7 +53,12 @@ func TestSignals(t *testing.T) {
 		{"chrome UA on edge's stack", func(r *Request) { r.ClientFamily = "edge" }, nil},
 		{"chrome UA on unknown stack", func(r *Request) { r.ClientFamily = "" }, nil},
 		{"chrome UA on curl", func(r *Request) { r.ClientFamily = "curl" }, []Signal{SignalUATLSMismatch}},
-		{"chrome UA on firefox", func(r *Request) { r.ClientFamily = "firefox" }, []Signal{SignalUATLSMismatch}},
+		// Firefox's TLS under Chromium's HTTP/2 is a parrot too.
+		{"chrome UA on firefox", func(r *Request) { r.ClientFamily = "firefox" }, []Signal{SignalUATLSMismatch, SignalTLSHTTPMismatch}},
+		{"chrome UA on firefox's TLS and HTTP/2", func(r *Request) {
+			r.ClientFamily, r.H2FP, r.H2Family = "firefox", h2fpFirefox, "firefox"
+			r.HeaderOrder = nil
+		}, []Signal{SignalUATLSMismatch}},
 		{"firefox UA on python", func(r *Request) {
 			r.Header.Set("User-Agent", uaFirefox)
 			r.Header.Del("Sec-Ch-Ua")
@@ -62,7 +68,7 @@ func TestSignals(t *testing.T) {
 		{"safari UA on ios stack", func(r *Request) {
 			r.Header.Set("User-Agent", uaSafari)
 			r.HeaderOrder = nil
-			r.ClientFamily = "ios"
+			r.ClientFamily, r.H2FP, r.H2Family = "ios", h2fpSafari, ""
 		}, nil},
 		{"bot convention is no claim", func(r *Request) { r.Header.Set("User-Agent", uaGPTBot); r.ClientFamily = "python" }, nil},
 		{"no accept-language", func(r *Request) { r.Header.Del("Accept-Language") }, []Signal{SignalBrowserHeadersMissing}},
@@ -76,7 +82,7 @@ func TestSignals(t *testing.T) {
 		{"firefox needs no sec-ch-ua", func(r *Request) {
 			r.Header.Set("User-Agent", uaFirefox)
 			r.Header.Del("Sec-Ch-Ua")
-			r.ClientFamily = "firefox"
+			r.ClientFamily, r.H2FP, r.H2Family = "firefox", h2fpFirefox, "firefox"
 			r.HeaderOrder = []string{":method", ":path", ":authority", ":scheme", "user-agent"}
 		}, nil},
 		{"chrome with curl's pseudo order", func(r *Request) {
@@ -100,7 +106,7 @@ func TestSignals(t *testing.T) {
 		{"firefox on HTTP/3, another pseudo order", func(r *Request) {
 			r.Header.Set("User-Agent", uaFirefox)
 			r.Header.Del("Sec-Ch-Ua")
-			r.ClientFamily, r.Proto = "firefox", "HTTP/3.0"
+			r.ClientFamily, r.Proto, r.H2FP, r.H2Family = "firefox", "HTTP/3.0", "", ""
 			r.HeaderOrder = []string{":method", ":scheme", ":authority", ":path", "user-agent"}
 		}, nil},
 		{"chrome websocket handshake", func(r *Request) {
@@ -147,7 +153,7 @@ func TestSignals(t *testing.T) {
 		}, nil},
 		{"iMessage's Safari part on Apple's TLS", func(r *Request) {
 			r.Header.Set("User-Agent", uaIMessage)
-			r.ClientFamily = "ios"
+			r.ClientFamily, r.H2FP, r.H2Family = "ios", h2fpSafari, ""
 		}, nil},
 		{"iMessage's Safari part on curl", func(r *Request) {
 			r.Header.Set("User-Agent", uaIMessage)
@@ -157,6 +163,74 @@ func TestSignals(t *testing.T) {
 			r.Header.Set("User-Agent", uaGooglebotSmartphone)
 			r.ClientFamily = ""
 		}, nil},
+		// Parrots: a browser's TLS stack under another client's HTTP/2.
+		{"Chrome's TLS under Go's HTTP/2 preface in Chrome's order", func(r *Request) {
+			r.H2FP, r.H2Family = h2fpGoChromeOrder, "go"
+		}, []Signal{SignalTLSHTTPMismatch}},
+		{"Chrome's TLS under Go's HTTP/2", func(r *Request) {
+			r.H2FP, r.H2Family = h2fpGo, "go"
+			r.HeaderOrder = []string{":authority", ":method", ":path", ":scheme", "user-agent"}
+		}, []Signal{SignalBrowserHeadersMissing, SignalTLSHTTPMismatch}},
+		{"Chrome's TLS under curl's HTTP/2 claiming curl", func(r *Request) {
+			r.Header = http.Header{"User-Agent": {"curl/8.5.0"}, "Accept": {"*/*"}}
+			r.H2FP, r.H2Family = h2fpCurl, "curl"
+		}, []Signal{SignalTLSHTTPMismatch}},
+		{"Chrome's TLS under an unknown preface in Go's pseudo order", func(r *Request) {
+			r.H2FP, r.H2Family = "1:4096|00|0|a,m,p,s", ""
+		}, []Signal{SignalTLSHTTPMismatch}},
+		{"Edge's TLS under Chromium's HTTP/2", func(r *Request) { r.ClientFamily = "edge" }, nil},
+		{"Chrome's TLS under an unknown preface in Chrome's order", func(r *Request) {
+			r.H2FP, r.H2Family = "1:65536;2:0;4:6291456;6:262144;9:1|15663105|0|m,a,s,p", ""
+		}, nil},
+		{"Chrome's TLS, an extended CONNECT first", func(r *Request) {
+			r.H2FP = "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p,p"
+		}, nil},
+		{"Chrome's TLS on HTTP/1.1", func(r *Request) {
+			r.Proto, r.H2FP, r.H2Family = "HTTP/1.1", "", ""
+			r.HeaderOrder = []string{"Host", "Connection", "User-Agent"}
+		}, []Signal{SignalProtoMismatch}},
+		// Go's HTTP/1.1 writes Host, User-Agent, then the rest sorted.
+		{"Chrome's TLS under Go's HTTP/1.1", func(r *Request) {
+			r.Proto, r.H2FP, r.H2Family = "HTTP/1.1", "", ""
+			r.HeaderOrder = []string{"Host", "User-Agent", "Accept", "Accept-Encoding", "Accept-Language", "Sec-Ch-Ua"}
+		}, []Signal{SignalProtoMismatch, SignalTLSHTTPMismatch}},
+		{"Chrome's TLS under HTTP/1.1 without Connection", func(r *Request) {
+			r.Proto, r.H2FP, r.H2Family = "HTTP/1.1", "", ""
+			r.HeaderOrder = []string{"Host"}
+		}, []Signal{SignalProtoMismatch, SignalTLSHTTPMismatch}},
+		{"Chrome's TLS on HTTP/1.1, order unknown", func(r *Request) {
+			r.Proto, r.H2FP, r.H2Family, r.HeaderOrder = "HTTP/1.1", "", "", nil
+		}, []Signal{SignalProtoMismatch}},
+		{"Firefox's TLS under Go's HTTP/1.1 (not checked)", func(r *Request) {
+			r.Header.Set("User-Agent", uaFirefox)
+			r.Header.Del("Sec-Ch-Ua")
+			r.Proto, r.H2FP, r.H2Family, r.ClientFamily = "HTTP/1.1", "", "", "firefox"
+			r.HeaderOrder = []string{"Host", "User-Agent", "Accept"}
+		}, []Signal{SignalProtoMismatch}},
+		{"Chrome's TLS under Go's HTTP/2, plain HTTP", func(r *Request) {
+			r.TLS = false
+			r.Header.Del("Sec-Ch-Ua")
+			r.H2FP, r.H2Family, r.HeaderOrder = h2fpGo, "go", nil
+		}, nil},
+		{"Safari's TLS under Go's HTTP/2", func(r *Request) {
+			r.Header.Set("User-Agent", uaSafari)
+			r.HeaderOrder = nil
+			r.ClientFamily, r.H2FP, r.H2Family = "safari", h2fpGo, "go"
+		}, []Signal{SignalTLSHTTPMismatch}},
+		{"Firefox's TLS under Go's HTTP/2", func(r *Request) {
+			r.Header.Set("User-Agent", uaFirefox)
+			r.Header.Del("Sec-Ch-Ua")
+			r.HeaderOrder = nil
+			r.ClientFamily, r.H2FP, r.H2Family = "firefox", h2fpGo, "go"
+		}, []Signal{SignalTLSHTTPMismatch}},
+		{"curl's TLS under Go's HTTP/2", func(r *Request) {
+			r.Header = http.Header{"User-Agent": {"curl/8.5.0"}}
+			r.ClientFamily, r.H2FP, r.H2Family = "curl", h2fpGo, "go"
+		}, nil},
+		{"Go's TLS and HTTP/2 claiming Chrome", func(r *Request) {
+			r.ClientFamily, r.H2FP, r.H2Family = "go", h2fpGo, "go"
+			r.HeaderOrder = nil
+		}, []Signal{SignalUATLSMismatch}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -211,19 +285,21 @@ func TestBrowserAgrees(t *testing.T) {
 		{"Chrome on Edge's TLS", func(r *Request) { r.ClientFamily = "edge" }, true},
 		{"Chrome on an unknown JA4", func(r *Request) { r.ClientFamily = "" }, false},
 		{"Chrome on Firefox's TLS", func(r *Request) { r.ClientFamily = "firefox" }, false},
-		{"Chrome with curl's HTTP/2 fingerprint", func(r *Request) { r.H2FP = "3:100;4:33554432;2:0|33488897|0|m,p,s,a" }, false},
-		{"Chrome with Chromium 156's HTTP/2 fingerprint", func(r *Request) { r.H2FP = "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p" }, true},
+		{"Chrome with curl's HTTP/2 fingerprint", func(r *Request) { r.H2FP, r.H2Family = h2fpCurl, "curl" }, false},
+		{"Chrome with Chromium 156's HTTP/2 fingerprint", func(r *Request) { r.H2FP = h2fpChromium }, true},
+		{"Chrome with Go's HTTP/2 preface in Chrome's order", func(r *Request) { r.H2FP, r.H2Family = h2fpGoChromeOrder, "go" }, false},
+		{"Chrome with an unknown HTTP/2 preface in Chrome's order", func(r *Request) {
+			r.H2FP, r.H2Family = "1:65536;2:0;4:6291456;6:262144;9:1|15663105|0|m,a,s,p", ""
+		}, true},
 		{"Chrome on HTTP/3", func(r *Request) { r.Proto, r.H2FP = "HTTP/3.0", "" }, true},
 		{"Chrome without an HTTP/2 fingerprint", func(r *Request) { r.H2FP = "" }, true},
 		{"Firefox", func(r *Request) {
 			r.Header.Set("User-Agent", uaFirefox)
-			r.ClientFamily = "firefox"
-			r.H2FP = "1:65536;2:0;4:131072;5:16384|12517377|0|m,p,a,s"
+			r.ClientFamily, r.H2FP, r.H2Family = "firefox", h2fpFirefox, "firefox"
 		}, true},
 		{"Safari on iOS's TLS", func(r *Request) {
 			r.Header.Set("User-Agent", uaIPhone)
-			r.ClientFamily = "ios"
-			r.H2FP = "2:0;3:100;4:2097152;8:1;9:1|10420225|0|m,s,a,p"
+			r.ClientFamily, r.H2FP, r.H2Family = "ios", h2fpSafari, ""
 		}, true},
 		{"a bot token", func(r *Request) { r.Header.Set("User-Agent", uaChrome+" FetchBot/1.0") }, false},
 		{"no browser claimed", func(r *Request) { r.Header.Set("User-Agent", "curl/8.5.0") }, false},

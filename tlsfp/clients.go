@@ -1,11 +1,17 @@
 package tlsfp
 
 // The table of known clients (clients_table.go) is generated and committed:
-// `go generate ./tlsfp` fingerprints utls's browser parrots and runs the
-// real clients installed on the machine (curl, wget, openssl s_client,
-// gnutls-cli, python3, node, java, chromium --headless, Go's net/http)
-// against a capture listener on loopback; a missing program is skipped.
-// Tests and builds never need those programs.
+// `go generate ./tlsfp` fingerprints utls's browser parrots, runs the real
+// clients installed on the machine (curl, wget, openssl s_client,
+// gnutls-cli, python3, node, java, chromium --headless, Go's net/http, and
+// internal/testcapture's HTTP clients: Chromium over HTTP/2 and HTTP/1.1,
+// Firefox ESR, curl, Node, Go's net/http and x/net/http2) against a
+// capture listener on loopback, and takes the packet captures in
+// testdata/tls-clienthellos.jsonl whose client is known (Chrome, Firefox,
+// Apple's stack on macOS); a missing program is skipped. Tests and builds
+// never need those programs; httpfp's TestKnownClientsLive re-derives the
+// rows of the HTTP clients, and httpfp/testdata/clients.jsonl holds their
+// capture.
 //
 //go:generate go run ./internal/genclients -o clients_table.go
 

@@ -3,33 +3,39 @@
 package tlsfp
 
 // knownClients maps a JA4 fingerprint to the client that sends it. Read-only.
-// Sources: utls parrots (ClientHellos built in process) and real clients run
-// against a capture listener on loopback; Source names them per row.
+// Sources: utls parrots (ClientHellos built in process), real clients run
+// against a capture listener on loopback, and packet captures of known
+// clients (testdata/tls-clienthellos.jsonl); Source names them per row.
 var knownClients = map[string]Client{
 	"t12d120700_d34a8e72043a_036209cd1ead": {Family: "android", Versions: "11", Source: "utls v1.8.1 HelloAndroid_11_OkHttp"},
 	"t12d2310h2_f91c41aead95_12b7a1cb7c36": {Family: "ios", Versions: "12.1", Source: "utls v1.8.1 HelloIOS_12_1"},
-	"t13d1312h2_f57a46bbacb6_ab7e3b40a677": {Family: "go", Versions: "1.26.8", Source: "Go 1.26.8 net/http"},
+	"t13d131100_f57a46bbacb6_ab7e3b40a677": {Family: "go", Versions: "1.26.8", Source: "Go 1.26.8 net/http HTTP/1.1"},
+	"t13d1312h2_f57a46bbacb6_ab7e3b40a677": {Family: "go", Versions: "1.26.8", Source: "Go 1.26.8 golang.org/x/net/http2 v0.63.0; Go 1.26.8 net/http"},
 	"t13d1515h2_8daaf6152771_de4a06bb82e3": {Family: "chrome", Versions: "83-87", Source: "utls v1.8.1 HelloChrome_83; utls v1.8.1 HelloChrome_87; utls v1.8.1 HelloEdge_85"},
 	"t13d1515h2_8daaf6152771_f37e75b10bcc": {Family: "chrome", Versions: "115", Source: "utls v1.8.1 HelloChrome_115_PQ"},
+	"t13d1516h1_8daaf6152771_5b37b36a67c0": {Family: "chrome", Versions: "156.0.8078.114", Source: "chromium 156.0.8078.114 --headless --disable-http2, Debian GNU/Linux 12 (bookworm)"},
 	"t13d1516h2_8daaf6152771_02713d6af862": {Family: "chrome", Versions: "120-131", Source: "utls v1.8.1 HelloChrome_120; utls v1.8.1 HelloChrome_120_PQ; utls v1.8.1 HelloChrome_131"},
 	"t13d1516h2_8daaf6152771_d8a2da3f94cd": {Family: "chrome", Versions: "133", Source: "utls v1.8.1 HelloChrome_133"},
-	"t13d1516h2_8daaf6152771_e5627efa2ab1": {Family: "chrome", Versions: "96-106", Source: "utls v1.8.1 HelloChrome_102; utls v1.8.1 HelloChrome_106_Shuffle; utls v1.8.1 HelloChrome_96; utls v1.8.1 HelloEdge_106"},
+	"t13d1516h2_8daaf6152771_e5627efa2ab1": {Family: "chrome", Versions: "96-106", Source: "capture chrome-cloudflare-quic-with-secrets.pcapng (FoxIO JA4+): Chrome, named by the capture; utls v1.8.1 HelloChrome_102; utls v1.8.1 HelloChrome_106_Shuffle; utls v1.8.1 HelloChrome_96; utls v1.8.1 HelloEdge_106"},
 	"t13d1517h2_8daaf6152771_cb7bf5808d99": {Family: "chrome", Versions: "156.0.8078.114", Source: "chromium 156.0.8078.114 --headless, Debian GNU/Linux 12 (bookworm)"},
 	"t13d1615h2_46e7e9700bed_45f260be83e2": {Family: "chrome", Versions: "72", Source: "utls v1.8.1 HelloChrome_72"},
 	"t13d1616h2_46e7e9700bed_4551aecd7b38": {Family: "chrome", Versions: "70", Source: "utls v1.8.1 HelloChrome_70"},
-	"t13d1715h2_5b57614c22b0_3d5424432f57": {Family: "firefox", Versions: "102-105", Source: "utls v1.8.1 HelloFirefox_102; utls v1.8.1 HelloFirefox_105"},
+	"t13d1617h2_86a278354501_3cbfd9057e0d": {Family: "firefox", Versions: "153.8.0esr", Source: "firefox-esr 153.8.0esr --headless, Debian GNU/Linux 12 (bookworm)"},
+	"t13d1715h2_5b57614c22b0_3d5424432f57": {Family: "firefox", Versions: "102-105", Source: "capture tls12.pcap (FoxIO JA4+): Firefox: only it asks contile.services.mozilla.com; utls v1.8.1 HelloFirefox_102; utls v1.8.1 HelloFirefox_105"},
 	"t13d1715h2_5b57614c22b0_5c2c66f702b0": {Family: "firefox", Versions: "120", Source: "utls v1.8.1 HelloFirefox_120"},
 	"t13d181100_85036bcba153_d41ae481755e": {Family: "python", Versions: "3.11.7", Source: "python3 3.11.7, Debian GNU/Linux 12 (bookworm)"},
 	"t13d1814h2_29a2cd9e9f10_d267a5f792d4": {Family: "firefox", Versions: "63-65", Source: "utls v1.8.1 HelloFirefox_63; utls v1.8.1 HelloFirefox_65"},
 	"t13d1815h2_e8a523a41297_3d5424432f57": {Family: "firefox", Versions: "99", Source: "utls v1.8.1 HelloFirefox_99"},
 	"t13d2014h2_a09f3c656075_14788d8d241b": {Family: "safari", Versions: "16.0", Source: "utls v1.8.1 HelloSafari_16_0"},
-	"t13d2613h2_2802a3db6c62_845d286b0d67": {Family: "ios", Versions: "13-14", Source: "utls v1.8.1 HelloIOS_13; utls v1.8.1 HelloIOS_14"},
+	"t13d2613h2_2802a3db6c62_845d286b0d67": {Family: "ios", Versions: "13-14", Source: "capture macos_tcp_flags.pcap (FoxIO JA4+): Apple's TLS stack on macOS, Safari's and every app's that uses it; utls v1.8.1 HelloIOS_13; utls v1.8.1 HelloIOS_14"},
 	"t13d291300_723694b0fccc_2cc26d266019": {Family: "gnutls", Versions: "3.7.9", Source: "gnutls-cli 3.7.9, Debian GNU/Linux 12 (bookworm)"},
 	"t13d291300_723694b0fccc_899037bd0b8c": {Family: "wget", Versions: "1.21.3", Source: "wget 1.21.3, Debian GNU/Linux 12 (bookworm)"},
 	"t13d311000_e8f1e7e78f70_1f22a2ca17c4": {Family: "openssl", Versions: "3.0.19", Source: "openssl 3.0.19, Debian GNU/Linux 12 (bookworm)"},
-	"t13d3112h2_e8f1e7e78f70_b26ce05bbdd6": {Family: "curl", Versions: "7.88.1", Source: "curl 7.88.1 OpenSSL/3.0.19, Debian GNU/Linux 12 (bookworm)"},
+	"t13d3112h1_e8f1e7e78f70_b26ce05bbdd6": {Family: "curl", Versions: "7.88.1", Source: "curl 7.88.1 OpenSSL/3.0.19 nghttp2/1.52.0 --http1.1, Debian GNU/Linux 12 (bookworm)"},
+	"t13d3112h2_e8f1e7e78f70_b26ce05bbdd6": {Family: "curl", Versions: "7.88.1", Source: "curl 7.88.1 OpenSSL/3.0.19 nghttp2/1.52.0 --http2, Debian GNU/Linux 12 (bookworm); curl 7.88.1 OpenSSL/3.0.19, Debian GNU/Linux 12 (bookworm)"},
 	"t13d3713h2_db35923f8641_7c76daad20ec": {Family: "java", Versions: "17.0.15", Source: "java 17.0.15, Debian GNU/Linux 12 (bookworm)"},
 	"t13d591000_a33745022dd6_1f22a2ca17c4": {Family: "node", Versions: "20.20.2", Source: "node 20.20.2, Debian GNU/Linux 12 (bookworm)"},
+	"t13d5911h2_a33745022dd6_1f22a2ca17c4": {Family: "node", Versions: "20.20.2", Source: "node 20.20.2 http2.connect, Debian GNU/Linux 12 (bookworm)"},
 	"t13i1311h2_f57a46bbacb6_ab7e3b40a677": {Family: "go", Versions: "1.26.8", Source: "Go 1.26.8 net/http"},
 	"t13i1516h2_8daaf6152771_cb7bf5808d99": {Family: "chrome", Versions: "156.0.8078.114", Source: "chromium 156.0.8078.114 --headless, Debian GNU/Linux 12 (bookworm)"},
 	"t13i181000_85036bcba153_d41ae481755e": {Family: "python", Versions: "3.11.7", Source: "python3 3.11.7, Debian GNU/Linux 12 (bookworm)"},

@@ -2,14 +2,20 @@
 // (clients_table.go): JA4 fingerprint → client family, versions and
 // provenance. Run it with `go generate ./tlsfp`.
 //
-// Rows come from two kinds of source:
+// Rows come from three kinds of source:
 //   - utls's browser parrots, whose ClientHellos are built in process and
 //     fingerprinted many times (Chrome varies its padding and GREASE ECH, so
 //     one parrot may give more than one JA4);
 //   - the real clients installed on the machine (curl, wget, openssl
 //     s_client, gnutls-cli, python3, node, java, chromium --headless and Go's
 //     net/http), each run against a capture server on 127.0.0.1 behind
-//     tlsfp.NewListener. A missing program is reported and skipped.
+//     tlsfp.NewListener, and the HTTP clients of internal/testcapture
+//     (Chromium over HTTP/2 and HTTP/1.1, Firefox ESR, curl, Node's
+//     http2, Go's net/http and x/net/http2), whose HTTP/2 fingerprints make
+//     httpfp's table. A missing program is reported and skipped;
+//   - packet captures of real clients in testdata/tls-clienthellos.jsonl
+//     (FoxIO's, ../shared/ja4), for the few whose client is known: see
+//     captures.
 //
 // The output is sorted and carries no timestamps, so the same machine and
 // module versions produce the same file. When several sources give the same
@@ -21,6 +27,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,6 +47,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/maatproxy/maat/internal/testcapture"
 	"github.com/maatproxy/maat/internal/testclient"
 	"github.com/maatproxy/maat/tlsfp"
 )
@@ -72,6 +80,16 @@ func main() {
 		log.Fatal(err)
 	}
 	rows = append(rows, real...)
+	http, err := httpClients()
+	if err != nil {
+		log.Fatal(err)
+	}
+	rows = append(rows, http...)
+	caps, err := captured("testdata/tls-clienthellos.jsonl")
+	if err != nil {
+		log.Fatal(err)
+	}
+	rows = append(rows, caps...)
 	src, err := render(merge(rows))
 	if err != nil {
 		log.Fatal(err)
@@ -318,6 +336,75 @@ func realClients() ([]sample, error) {
 	return out, nil
 }
 
+// httpClients runs internal/testcapture's HTTP clients, the ones httpfp's
+// table of HTTP/2 clients is made from, so that both tables know them.
+func httpClients() ([]sample, error) {
+	s, err := testcapture.NewServer()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	var out []sample
+	for _, c := range testcapture.Clients() {
+		if !c.Installed() {
+			log.Printf("skipping %s: %s is not installed", c.Name, c.Program)
+			continue
+		}
+		recs, err := testcapture.Run(context.Background(), s, c)
+		if err != nil {
+			log.Printf("skipping %s: %v", c.Name, err)
+			continue
+		}
+		for _, r := range recs {
+			out = append(out, sample{r.JA4, r.Family, r.Version, r.Source})
+		}
+	}
+	return out, nil
+}
+
+// captures are the packet captures of testdata/tls-clienthellos.jsonl
+// whose client is known, with the reason it is known.
+// A version is given only where the capture tells it.
+var captures = []struct {
+	pcap                    string
+	frame                   int
+	family, version, reason string
+}{
+	{"chrome-cloudflare-quic-with-secrets.pcapng", 4, "chrome", "", "Chrome, named by the capture"},
+	{"macos_tcp_flags.pcap", 4, "ios", "", "Apple's TLS stack on macOS, Safari's and every app's that uses it"},
+	{"tls12.pcap", 1, "firefox", "", "Firefox: only it asks contile.services.mozilla.com"},
+}
+
+// captured returns the samples of the known captures in file.
+func captured(file string) ([]sample, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var out []sample
+	for line := range strings.Lines(string(b)) {
+		var v struct {
+			PCAP     string `json:"pcap"`
+			Frame    int    `json:"frame"`
+			Expected struct {
+				JA4 string `json:"ja4"`
+			} `json:"expected"`
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		for _, c := range captures {
+			if c.pcap == v.PCAP && c.frame == v.Frame {
+				out = append(out, sample{v.Expected.JA4, c.family, c.version, "capture " + c.pcap + " (FoxIO JA4+): " + c.reason})
+			}
+		}
+	}
+	if len(out) != len(captures) {
+		return nil, fmt.Errorf("%s: %d of %d known captures found", file, len(out), len(captures))
+	}
+	return out, nil
+}
+
 // runProgram runs p against url in a fresh temporary directory.
 func runProgram(path string, p program, url string) error {
 	dir, err := os.MkdirTemp("", "genclients")
@@ -406,11 +493,14 @@ func merge(samples []sample) []merged {
 			if !slices.Contains(m.sources, s.source) {
 				m.sources = append(m.sources, s.source)
 			}
-			if s.family == m.family && !slices.Contains(versions, s.version) {
+			if s.family == m.family && s.version != "" && !slices.Contains(versions, s.version) {
 				versions = append(versions, s.version)
 			}
 		}
 		slices.SortFunc(versions, compareVersions)
+		if len(versions) == 0 { // from captures that do not tell
+			versions = []string{"unknown"}
+		}
 		m.versions = versions[0]
 		if len(versions) > 1 {
 			m.versions += "-" + versions[len(versions)-1]
@@ -440,8 +530,9 @@ func render(rows []merged) ([]byte, error) {
 	b.WriteString("// Code generated by tlsfp/internal/genclients; DO NOT EDIT.\n\n")
 	b.WriteString("package tlsfp\n\n")
 	b.WriteString("// knownClients maps a JA4 fingerprint to the client that sends it. Read-only.\n")
-	b.WriteString("// Sources: utls parrots (ClientHellos built in process) and real clients run\n")
-	b.WriteString("// against a capture listener on loopback; Source names them per row.\n")
+	b.WriteString("// Sources: utls parrots (ClientHellos built in process), real clients run\n")
+	b.WriteString("// against a capture listener on loopback, and packet captures of known\n")
+	b.WriteString("// clients (testdata/tls-clienthellos.jsonl); Source names them per row.\n")
 	b.WriteString("var knownClients = map[string]Client{\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "\t%q: {Family: %q, Versions: %q, Source: %q},\n", r.ja4, r.family, r.versions, strings.Join(r.sources, "; "))

@@ -14,6 +14,7 @@ import (
 	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
+	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/tlsfp"
 )
@@ -163,6 +164,9 @@ func (er *ExplainRequest) policyRequest() (policy.Request, error) {
 	}
 	if c, ok := tlsfp.LookupClient(er.JA4); ok {
 		r.ClientFamily, r.ClientVersions = c.Family, c.Versions
+	}
+	if c, ok := httpfp.LookupClient(er.H2FP); ok {
+		r.H2Family = c.Family
 	}
 	return r, nil
 }
