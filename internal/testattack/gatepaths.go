@@ -18,14 +18,20 @@ var AuthSpellings = []string{
 	"/x/%2e%2e/admin/", "/%2e%2e/admin/", "/%41dmin/", "/%61dmin/", "//admin/", "/admin%2f", "/\\admin\\", "/x/..\\admin/",
 }
 
+// HonestSpellings are paths honest clients ask for that are not behind
+// AuthPath: beside it, percent-encoded as browsers and curl encode, with
+// the parameters servlet containers add.
+var HonestSpellings = []string{"/adminer/", "/Admin-Guide.html", "/docs/a%20b.txt", "/caf%C3%A9/", "/app;jsessionid=1", "/a/b/../c"}
+
 // gateTryHeader carries a try's number to the upstream, which records it.
 const gateTryHeader = "X-Gate-Try"
 
 // gatePaths asks for each spelling of t.AuthPath without credentials over
 // h1, h2 and h3, each spelling from an address of its own (the edge
 // counts failed logins per client); one that reaches the upstream, or is
-// answered 2xx, got through. Two controls: /admin/ itself without
-// credentials (must not get through) and with them (must).
+// answered 2xx, got through. Controls: /admin/ itself without
+// credentials (must not get through) and with them (must), and
+// HonestSpellings (must).
 func gatePaths(ctx context.Context, t GateTarget, out *GateOutcome) error {
 	if t.AuthPath != "/admin/" {
 		return fmt.Errorf("testattack: the path cases expect basic auth on /admin/, not %q", t.AuthPath)
@@ -52,8 +58,14 @@ func gatePaths(ctx context.Context, t GateTarget, out *GateOutcome) error {
 		}
 		ask(out.Attack(s, expected), i+1, s, nil)
 	}
+	k := len(AuthSpellings) + 1
 	basic := [][2]string{{"Authorization", "Basic " + basicAuth(AuthUser, t.AuthPassword)}}
-	ask(out.Honest("/admin/ with the password", "200"), len(AuthSpellings)+1, "/admin/", basic)
+	ask(out.Honest("/admin/ with the password", "200"), k, "/admin/", basic)
+	// Honest paths near the guarded one, or spelled as honest clients
+	// spell them, that a stricter path model must not refuse.
+	for i, p := range HonestSpellings {
+		ask(out.Honest(p+" (not guarded)", "200"), k+1+i, p, nil)
+	}
 	return nil
 }
 
