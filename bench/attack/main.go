@@ -103,7 +103,7 @@ func parseWith(args []string, p testattack.Params, stderr io.Writer) (options, b
 	fs.StringVar(&o.src, "src", ".", "source tree whose ./cmd/edge is built and attacked")
 	fs.StringVar(&o.bin, "bin", "", "an edge binary to attack instead of building -src")
 	fs.StringVar(&o.extra, "extra", "", "YAML appended to the edge's configuration, e.g. 'limits: {body_timeout: 5s}'")
-	runRE := fs.String("run", "", "run only the attacks whose name matches this regular expression")
+	runRE := fs.String("run", "", "run only the attacks and gate cases (gate/…) whose name matches this regular expression")
 	short := fs.Bool("short", false, "small counts (a quick check of the program)")
 	fs.DurationVar(&o.probeEvery, "probe-every", 40*time.Millisecond, "the honest client's interval between requests")
 	fs.DurationVar(&o.settle, "settle", 15*time.Second, "how long to wait after an attack for the edge's goroutines to return to their baseline")

@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -251,5 +252,27 @@ func TestUpstreamRecords(t *testing.T) {
 	}
 	if !(Target{Upstream: u}).reached("/b?q=1") || (Target{Upstream: u}).reached("/c") {
 		t.Error("reached says otherwise than Seen")
+	}
+}
+
+// TestGateSources: the gate attackers' blocks are apart from the other
+// attacks' and from the honest client, and only the forwarded case's
+// proxy is a trusted proxy.
+func TestGateSources(t *testing.T) {
+	t.Parallel()
+	trusted := netip.MustParsePrefix(GateTrustedProxies)
+	for block := blockGatePaths; block <= blockGateResume; block++ {
+		if block <= blockIdleH1 {
+			t.Fatalf("gate block %d among the resource attacks' (up to %d)", block, blockIdleH1)
+		}
+		for _, k := range []int{0, 1, 249, 250, 300} {
+			ip, _ := netip.AddrFromSlice(source(block, k).To4())
+			if ip == netip.MustParseAddr("127.0.0.1") || !ip.IsLoopback() {
+				t.Fatalf("source(%d, %d) = %v", block, k, ip)
+			}
+			if trusted.Contains(ip) != (block == blockGateProxy) {
+				t.Errorf("source(%d, %d) = %v: trusted %t", block, k, ip, trusted.Contains(ip))
+			}
+		}
 	}
 }
