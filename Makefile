@@ -105,8 +105,10 @@ bench:
 
 # attack runs the attack suite (bench/attack) against this tree's edge, one
 # fresh edge process per attack, and prints a Markdown table (about 2½
-# minutes). ATTACKFLAGS passes flags: -src DIR attacks another tree's edge,
-# -run REGEXP some attacks only; see go run ./bench/attack -h.
+# minutes); then the gate cases of issue 33 (bypass tries, about a minute)
+# and their table. ATTACKFLAGS passes flags: -src DIR attacks another tree's
+# edge, -run REGEXP some attacks only, -gate the gate cases only; see
+# go run ./bench/attack -h.
 ATTACKFLAGS ?=
 attack:
 	$(GO) run ./bench/attack $(ATTACKFLAGS)

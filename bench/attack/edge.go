@@ -46,6 +46,7 @@ type edgeProc struct {
 	dir    string // its configuration, certificate cache and log
 	https  string // host:port, TCP and UDP
 	admin  string // host:port
+	http   string // host:port of the port-80 listener, if its configuration has one
 	tls    *tls.Config
 	log    *os.File
 }
@@ -81,16 +82,31 @@ sites:
 // startEdge writes a configuration into a new directory under dir and
 // starts bin on it, and returns once its admin listener says it is healthy.
 func startEdge(ctx context.Context, o options, bin, dir, upstream string, stderr io.Writer) (*edgeProc, error) {
+	return launchEdge(ctx, o, bin, dir, stderr, func(d string, p ports, hash string) (string, error) {
+		return config(p.https, p.admin, d, upstream, hash, o.extra), nil
+	})
+}
+
+// ports are an edge's listeners' ports.
+type ports struct{ https, admin, http int }
+
+// launchEdge starts bin in a new directory d under dir, on the
+// configuration write returns for d, free ports and the bcrypt hash of
+// authPassword, and returns once its admin listener says it is healthy.
+func launchEdge(ctx context.Context, o options, bin, dir string, stderr io.Writer,
+	write func(d string, p ports, authHash string) (string, error)) (*edgeProc, error) {
 	d, err := os.MkdirTemp(dir, "edge-")
 	if err != nil {
 		return nil, err
 	}
-	https, err := freePort(true)
-	if err != nil {
+	var p ports
+	if p.https, err = freePort(true); err != nil {
 		return nil, err
 	}
-	admin, err := freePort(false)
-	if err != nil {
+	if p.admin, err = freePort(false); err != nil {
+		return nil, err
+	}
+	if p.http, err = freePort(false); err != nil {
 		return nil, err
 	}
 	// At bcrypt's default cost, as htpasswd -B and most tools write it.
@@ -98,8 +114,12 @@ func startEdge(ctx context.Context, o options, bin, dir, upstream string, stderr
 	if err != nil {
 		return nil, err
 	}
+	text, err := write(d, p, string(hash))
+	if err != nil {
+		return nil, err
+	}
 	cfg := filepath.Join(d, "edge.yaml")
-	if err := os.WriteFile(cfg, []byte(config(https, admin, d, upstream, string(hash), o.extra)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		return nil, err
 	}
 	logf, err := os.Create(filepath.Join(d, "edge.log"))
@@ -107,7 +127,8 @@ func startEdge(ctx context.Context, o options, bin, dir, upstream string, stderr
 		return nil, err
 	}
 	e := &edgeProc{exited: make(chan struct{}), dir: d, log: logf,
-		https: fmt.Sprintf("127.0.0.1:%d", https), admin: fmt.Sprintf("127.0.0.1:%d", admin)}
+		https: fmt.Sprintf("127.0.0.1:%d", p.https), admin: fmt.Sprintf("127.0.0.1:%d", p.admin),
+		http: fmt.Sprintf("127.0.0.1:%d", p.http)}
 	e.cmd = exec.Command(bin, "run", "-config", cfg)
 	e.cmd.Stdout, e.cmd.Stderr = logf, logf
 	if o.verbose {

@@ -1,11 +1,17 @@
 // Command attack runs the attacks of issue 15 against a real edge on
 // loopback, one fresh edge process per attack in front of an upstream it
 // runs itself, and prints a Markdown table of what each attack cost the
-// edge and its upstream, and what an honest client saw meanwhile.
+// edge and its upstream, and what an honest client saw meanwhile. Then it
+// runs the gate cases of issue 33 (bypass tries: paths, passes, parrots,
+// forwarded addresses, redirects, the tarpit, TRACE, resumption), each
+// against a fresh edge too, and prints a second table: how many tries got
+// through, and how many honest ones were refused.
 //
 //	go run ./bench/attack                      # the edge of this tree
 //	go run ./bench/attack -src /tmp/before     # the edge of another tree
 //	go run ./bench/attack -run 'idle|quic'     # some attacks only
+//	go run ./bench/attack -gate                # the gate cases only
+//	go run ./bench/attack -run gate/paths      # one gate case
 //
 // The edge is measured from outside: goroutines from its /metrics, RSS and
 // CPU time from /proc/PID; the refusals from its maat_* counters. The
@@ -60,6 +66,8 @@ type options struct {
 	settle     time.Duration
 	bigMB      int64
 	verbose    bool
+	gate       bool   // the gate cases only
+	chromium   string // the Chromium for the parrot case; "" = found on PATH, "none" = none
 	p          testattack.Params
 }
 
@@ -84,7 +92,10 @@ func parseWith(args []string, p testattack.Params, stderr io.Writer) (options, b
 		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\n"+
 			"Runs each attack of issue 15 against a fresh edge process on loopback and prints\n"+
 			"a Markdown table: upstream connections and requests, the edge's goroutines, RSS\n"+
-			"and CPU, the honest client's latency, and the bounds that fired.\n\nflags:\n", fs.Name())
+			"and CPU, the honest client's latency, and the bounds that fired. Then runs the\n"+
+			"gate cases of issue 33 (named gate/…), each against a fresh edge, and prints a\n"+
+			"second table: each bypass try, how often it got through, and how often an honest\n"+
+			"try was refused.\n\nflags:\n", fs.Name())
 		fs.PrintDefaults()
 	}
 	o := options{p: p}
@@ -92,12 +103,14 @@ func parseWith(args []string, p testattack.Params, stderr io.Writer) (options, b
 	fs.StringVar(&o.src, "src", ".", "source tree whose ./cmd/edge is built and attacked")
 	fs.StringVar(&o.bin, "bin", "", "an edge binary to attack instead of building -src")
 	fs.StringVar(&o.extra, "extra", "", "YAML appended to the edge's configuration, e.g. 'limits: {body_timeout: 5s}'")
-	runRE := fs.String("run", "", "run only the attacks whose name matches this regular expression")
+	runRE := fs.String("run", "", "run only the attacks and gate cases (gate/…) whose name matches this regular expression")
 	short := fs.Bool("short", false, "small counts (a quick check of the program)")
 	fs.DurationVar(&o.probeEvery, "probe-every", 40*time.Millisecond, "the honest client's interval between requests")
 	fs.DurationVar(&o.settle, "settle", 15*time.Second, "how long to wait after an attack for the edge's goroutines to return to their baseline")
 	fs.Int64Var(&o.bigMB, "big-mb", 50, "size of the upstream's large response, MB")
 	fs.BoolVar(&o.verbose, "v", false, "copy the edge's log to stderr")
+	fs.BoolVar(&o.gate, "gate", false, "run only the gate cases of issue 33 (the second table)")
+	fs.StringVar(&o.chromium, "chromium", "", "the Chromium whose fingerprint the parrots are compared with; \"\" = chromium on PATH, \"none\" = the Chrome emulation's")
 	fs.IntVar(&q.ResetStreams, "reset-streams", q.ResetStreams, "rapid reset: streams opened and reset")
 	fs.IntVar(&q.HeldConns, "held-conns", q.HeldConns, "HTTP/2 connections whose streams' bodies never come")
 	fs.IntVar(&q.HeldStreams, "held-streams", q.HeldStreams, "streams per such connection")
@@ -138,13 +151,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true"); err != nil {
 		return err
 	}
-	var scenarios []testattack.Scenario
-	for _, sc := range testattack.Scenarios() {
-		if o.run.MatchString(sc.Name) {
-			scenarios = append(scenarios, sc)
-		}
-	}
-	if len(scenarios) == 0 {
+	scenarios, gates := selectAttacks(o)
+	if len(scenarios) == 0 && len(gates) == 0 {
 		return fmt.Errorf("no attack matches -run %q", o.run)
 	}
 	dir, err := os.MkdirTemp("", "maat-attack-")
@@ -158,17 +166,53 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	env := describe(o, bin)
 	fmt.Fprintf(stderr, "attacking %s\n", env.edge)
-	var rows []row
-	for i, sc := range scenarios {
-		fmt.Fprintf(stderr, "[%d/%d] %s …\n", i+1, len(scenarios), sc.Title)
-		r, err := runScenario(ctx, o, bin, dir, sc, stderr)
-		if err != nil {
-			return fmt.Errorf("%s: %w", sc.Name, err)
+	if len(scenarios) > 0 {
+		var rows []row
+		for i, sc := range scenarios {
+			fmt.Fprintf(stderr, "[%d/%d] %s …\n", i+1, len(scenarios), sc.Title)
+			r, err := runScenario(ctx, o, bin, dir, sc, stderr)
+			if err != nil {
+				return fmt.Errorf("%s: %w", sc.Name, err)
+			}
+			fmt.Fprintf(stderr, "      %s\n", r.brief())
+			rows = append(rows, r)
 		}
-		fmt.Fprintf(stderr, "      %s\n", r.brief())
-		rows = append(rows, r)
+		env.loadAfter = loadAverage()
+		writeTable(stdout, env, rows)
 	}
-	env.loadAfter = loadAverage()
-	writeTable(stdout, env, rows)
-	return nil
+	if len(gates) == 0 {
+		return nil
+	}
+	if len(scenarios) > 0 {
+		fmt.Fprintln(stdout)
+	}
+	cases := runGate(ctx, o, bin, dir, gates, stderr)
+	writeGateTable(stdout, env, cases)
+	var failed []error
+	for _, c := range cases {
+		if c.err != nil {
+			failed = append(failed, fmt.Errorf("%s: %w", c.title, c.err))
+		}
+	}
+	return errors.Join(failed...)
+}
+
+// selectAttacks returns the attacks and gate cases -run selects; -gate
+// leaves the attacks out.
+func selectAttacks(o options) ([]testattack.Scenario, []testattack.GateCase) {
+	var scenarios []testattack.Scenario
+	if !o.gate {
+		for _, sc := range testattack.Scenarios() {
+			if o.run.MatchString(sc.Name) {
+				scenarios = append(scenarios, sc)
+			}
+		}
+	}
+	var gates []testattack.GateCase
+	for _, gc := range testattack.GateCases() {
+		if o.run.MatchString(gc.Name) {
+			gates = append(gates, gc)
+		}
+	}
+	return scenarios, gates
 }

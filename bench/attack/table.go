@@ -74,3 +74,34 @@ func cell(s string) string {
 	}
 	return strings.ReplaceAll(s, "|", `\|`)
 }
+
+// writeGateTable writes the gate cases' table: a row per try, the case's
+// title on its first row; then the totals.
+func writeGateTable(w io.Writer, env environment, cases []gateCase) {
+	fmt.Fprintf(w, "Gate (issue 33). Edge: %s.\nBox: %d CPUs, %s; %s.\n\n", env.edge, env.cpus, env.goVersion,
+		env.start.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintln(w, "| case | try | protocols | tries | got through | honest refused | answers | expected | notes |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	var bad, tries, refused, honest int
+	for _, c := range cases {
+		title := c.title
+		for _, r := range c.rows {
+			n := r.Counts()
+			through, wrong := n.Verdict(), "—"
+			if r.Honest {
+				through, wrong = "—", n.Verdict()
+				refused, honest = refused+n.Bad, honest+n.Tries
+			} else {
+				bad, tries = bad+n.Bad, tries+n.Tries
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", strings.ReplaceAll(title, "|", `\|`), cell(r.Try),
+				cell(strings.Join(n.Protos, ", ")), n.Tries, through, wrong, cell(n.Answers), cell(r.Expected),
+				cell(strings.Join(n.Notes, "; ")))
+			title = ""
+		}
+		if c.err != nil {
+			fmt.Fprintf(w, "| %s | the case stopped | — | — | — | — | — | — | %s |\n", strings.ReplaceAll(title, "|", `\|`), cell(c.err.Error()))
+		}
+	}
+	fmt.Fprintf(w, "\nGot through: %d of %d attack tries. Honest tries refused: %d of %d.\n", bad, tries, refused, honest)
+}

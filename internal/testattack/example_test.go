@@ -32,3 +32,20 @@ func ExampleScenarios() {
 	// quic-initials
 	// big-headers
 }
+
+// Each gate case has a name for selection (-run gate/paths) and a title.
+func ExampleGateCases() {
+	for _, gc := range testattack.GateCases() {
+		fmt.Println(gc.Name)
+	}
+	// Output:
+	// gate/paths
+	// gate/wait
+	// gate/transport
+	// gate/parrot
+	// gate/forwarded
+	// gate/location
+	// gate/divert
+	// gate/trace
+	// gate/resume
+}

@@ -8,8 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -18,7 +20,9 @@ import (
 // answers "ok"; under /big/ it answers BigSize bytes. It counts what
 // reaches it: connections (at once and at most), requests (the honest
 // client's, whose paths hold /honest/, apart), /big/ responses in
-// progress, and the largest request head.
+// progress, and the largest request head. Once Record is called, it also
+// keeps what the next requests were (method, target, header fields), for
+// the gate attacks to see which got through.
 type Upstream struct {
 	URL     string
 	BigSize int64
@@ -34,6 +38,17 @@ type Upstream struct {
 	requests, honest atomic.Int64
 	bigInFlight      atomic.Int64
 	maxHead          atomic.Int64
+
+	seenMu  sync.Mutex // guards what Record keeps
+	seenMax int        // how many requests to keep; 0 = none
+	seen    []Seen
+}
+
+// Seen is one request as the upstream received it.
+type Seen struct {
+	Method string
+	Target string // the request target as received (path and query)
+	Header http.Header
 }
 
 // UpstreamStats are the Upstream's counters at one time.
@@ -78,9 +93,19 @@ func RemoteUpstream(url, statsURL string, bigSize int64) *Upstream {
 }
 
 // StatsHandler serves Stats as JSON on GET, and ResetMax on POST, for a
-// RemoteUpstream in another process.
+// RemoteUpstream in another process; under /seen, Seen on GET and
+// Record(max) on POST.
 func (u *Upstream) StatsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/seen" {
+			if r.Method == http.MethodPost {
+				n, _ := strconv.Atoi(r.URL.Query().Get("max"))
+				u.Record(n)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(u.Seen())
+			return
+		}
 		if r.Method == http.MethodPost {
 			u.ResetMax()
 		}
@@ -141,7 +166,60 @@ func (u *Upstream) remote(method string) UpstreamStats {
 	return st
 }
 
+// Record starts keeping the next max requests for Seen; what came before
+// is forgotten. The heads kept are bounded by the server's MaxHeaderBytes
+// (4 MiB), so max stays small: the gate attacks keep a few hundred.
+func (u *Upstream) Record(max int) {
+	if u.statsURL != "" {
+		u.remoteSeen(http.MethodPost, max)
+		return
+	}
+	u.seenMu.Lock()
+	defer u.seenMu.Unlock()
+	u.seenMax, u.seen = max, nil
+}
+
+// Seen returns the requests kept since Record, oldest first; those of a
+// RemoteUpstream are nil when its process does not answer.
+func (u *Upstream) Seen() []Seen {
+	if u.statsURL != "" {
+		return u.remoteSeen(http.MethodGet, 0)
+	}
+	u.seenMu.Lock()
+	defer u.seenMu.Unlock()
+	return slices.Clone(u.seen)
+}
+
+// remoteSeen asks a RemoteUpstream's StatsHandler for what it kept (GET),
+// or to keep max requests (POST).
+func (u *Upstream) remoteSeen(method string, max int) []Seen {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(u.statsURL, "/")+"/seen?max="+strconv.Itoa(max), nil)
+	if err != nil {
+		return nil
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer res.Body.Close()
+	var seen []Seen
+	_ = json.NewDecoder(io.LimitReader(res.Body, 64<<20)).Decode(&seen)
+	return seen
+}
+
+// record keeps r, if Record asked for it and there is room.
+func (u *Upstream) record(r *http.Request) {
+	u.seenMu.Lock()
+	defer u.seenMu.Unlock()
+	if len(u.seen) < u.seenMax {
+		u.seen = append(u.seen, Seen{Method: r.Method, Target: r.RequestURI, Header: r.Header.Clone()})
+	}
+}
+
 func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
+	u.record(r)
 	if strings.Contains(r.URL.Path, "/honest/") {
 		u.honest.Add(1)
 	} else {
