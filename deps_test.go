@@ -20,7 +20,7 @@ var leaves = map[string]bool{
 	"locales": true, "certs": true, "store": true, "fplog": true,
 	"static": true, "compress": true,
 	"clientnet": true, "accept": true,
-	"proxyproto": true, "geo": true, "firstbytes": true,
+	"proxyproto": true, "geo": true, "firstbytes": true, "urlpath": true,
 }
 
 // shared are the small leaves that hold one fact several leaves need
