@@ -31,4 +31,5 @@ func ExampleScenarios() {
 	// auth-flood
 	// quic-initials
 	// big-headers
+	// path-spellings
 }
