@@ -187,6 +187,9 @@ func mapFullwidth(s string) string {
 // stream suffixes, trailing dots and spaces go; "." and empty segments go;
 // ".." is ErrAmbiguous (the normal form has none left).
 func segments(s string) (string, error) {
+	if unchanged(s) {
+		return s, nil
+	}
 	var b strings.Builder
 	b.Grow(len(s))
 	trailing := false
@@ -229,4 +232,25 @@ func segment(seg string) (string, error) {
 		return "", ErrAmbiguous
 	}
 	return strings.TrimRight(seg, ". "), nil
+}
+
+// unchanged reports whether segments has nothing to do on s: no backslash,
+// ";" or ":$", no empty segment but the last, no segment that ends in a dot
+// or a space.
+func unchanged(s string) bool {
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\', ';':
+			return false
+		case ':':
+			if i+1 < len(s) && s[i+1] == '$' {
+				return false
+			}
+		case '/', '.', ' ':
+			if c == '/' && s[i-1] == '/' || c != '/' && (i+1 == len(s) || s[i+1] == '/') {
+				return false
+			}
+		}
+	}
+	return true
 }
