@@ -61,8 +61,12 @@ sites: [{hosts: [localhost], upstream: %s, compress: false,
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			began := time.Now()
+			reqs := up.Stats().Requests
 			if err := sc.Run(ctx, target, p, &out); err != nil {
 				t.Fatalf("the attack: %v", err)
+			}
+			if n := up.Stats().Requests - reqs; sc.Name == "path-spellings" && n != 0 {
+				t.Errorf("%d spellings of a path behind basic auth reached the upstream without a password: %s", n, out.Answers.String())
 			}
 			top := peak()
 			if out.Held == 0 || top <= before.goroutines {

@@ -107,7 +107,7 @@ func (h *Handler) policyRequest(r *http.Request, st *reqState) policy.Request {
 		RemoteAddr: st.client,
 		Host:       r.Host,
 		Method:     r.Method,
-		Path:       r.URL.Path,
+		Path:       st.match, // the path as lenient upstreams read it (urlpath), folded on a case-insensitive route
 		RawQuery:   r.URL.RawQuery,
 		Proto:      r.Proto,
 		TLS:        r.TLS != nil,

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/maatproxy/maat/urlpath"
 )
 
 // What a site needs beyond forwarding, compiled from its configuration:
@@ -37,27 +39,45 @@ func compileRedirects(rs []Redirect) []redirect {
 	return out
 }
 
-// match returns the target of path (the request's normalized path),
-// keeping the rest of a prefix, escaped again, and the query. The result is
-// always a path on the site or the operator's absolute URL (safeLocation).
-func (r *redirect) match(path, rawQuery string) (string, bool) {
-	var to string
-	switch {
-	case r.prefix && strings.HasPrefix(path, r.from):
-		rest := (&url.URL{Path: path[len(r.from):]}).EscapedPath()
+// match returns the target of a request for u (its path normalized) whose
+// path reads as model (urlpath): from matches u's path or, failing that,
+// the model, in any case when fold; the rest of a prefix is kept, escaped
+// again, and the query. A redirect to the request's own path (a model or a
+// case that from matches, redirected to the path it reads as) is no
+// redirect. The result is always a path on the site or the operator's
+// absolute URL (safeLocation).
+func (r *redirect) match(u *url.URL, model string, fold bool) (string, bool) {
+	rest, ok := r.cut(u.Path, fold)
+	if !ok {
+		rest, ok = r.cut(model, fold)
+	}
+	if !ok {
+		return "", false
+	}
+	to := r.to
+	if r.prefix {
+		rest = (&url.URL{Path: rest}).EscapedPath()
 		to = r.to + rest
 		if !strings.HasSuffix(r.to, "/") && rest != "" {
 			to = r.to + "/" + rest
 		}
-	case !r.prefix && path == r.from:
-		to = r.to
-	default:
+	}
+	if to == u.EscapedPath() {
 		return "", false
 	}
-	if rawQuery != "" {
-		to += "?" + rawQuery
+	if u.RawQuery != "" {
+		to += "?" + u.RawQuery
 	}
 	return safeLocation(to), true
+}
+
+// cut returns what of path follows a prefix redirect's from, or whether
+// path is an exact one's.
+func (r *redirect) cut(path string, fold bool) (string, bool) {
+	if r.prefix {
+		return urlpath.CutPrefix(path, r.from, fold)
+	}
+	return "", urlpath.Equal(path, r.from, fold)
 }
 
 // safeLocation keeps a redirect target a path on the site when it starts

@@ -17,6 +17,7 @@ import (
 	"github.com/maatproxy/maat/compress"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/policy"
+	"github.com/maatproxy/maat/urlpath"
 )
 
 // Handler is the edge's request path for one configuration snapshot: request
@@ -201,10 +202,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.maat.ServeHTTP(rec, r) // OnPass and OnFail count and log /.maat/pass
 		return
 	}
+	st.route = st.site.route(st.model)
+	st.match = st.model
+	if st.route.fold {
+		st.match = urlpath.Fold(st.model)
+	}
 	if h.siteAnswers(rec, r, st) {
 		return
 	}
-	st.route = st.site.route(r.URL.Path)
 	if !h.decide(rec, r, st) {
 		return
 	}
@@ -279,11 +284,16 @@ func (h *Handler) siteAnswers(w *recorder, r *http.Request, st *reqState) bool {
 		return true
 	}
 	for i := range site.redirects {
-		if to, ok := site.redirects[i].match(r.URL.Path, r.URL.RawQuery); ok {
+		if to, ok := site.redirects[i].match(r.URL, st.model, st.route.fold); ok {
 			st.action = fplog.ActionAllow
 			writeRedirect(w, to, site.redirects[i].status)
 			return true
 		}
+	}
+	if st.route.auth == nil && site.slashRoute(st.model) != nil {
+		st.action = fplog.ActionAllow
+		writeRedirect(w, withSlash(r.URL), http.StatusMovedPermanently)
+		return true
 	}
 	if site.maintenance {
 		st.action = fplog.ActionAllow
@@ -292,6 +302,17 @@ func (h *Handler) siteAnswers(w *recorder, r *http.Request, st *reqState) bool {
 		return true
 	}
 	return false
+}
+
+// withSlash is the Location of u's path with a final slash, and its query:
+// u's path is the normalized one, never the Host or the request target as
+// written.
+func withSlash(u *url.URL) string {
+	loc := u.EscapedPath() + "/"
+	if u.RawQuery != "" {
+		loc += "?" + u.RawQuery
+	}
+	return safeLocation(loc)
 }
 
 // writeRedirect answers with a redirect to loc, which the caller built from the
@@ -398,6 +419,10 @@ func plainText(reason string) string {
 		return "This server does not serve that host name."
 	case "bad_path":
 		return "The request's path cannot be read: it leaves the site's root or is not encoded correctly."
+	case "bad_path_utf8":
+		return "The request's path is not UTF-8 once decoded (or uses an overlong form of a character)."
+	case "ambiguous_path":
+		return "The request's path means different places to different servers (a segment some read as \"..\", or escapes within escapes)."
 	case "bad_request":
 		return "The request is not well formed."
 	case "method_not_allowed":

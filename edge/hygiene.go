@@ -1,18 +1,21 @@
 package edge
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/httpfp"
+	"github.com/maatproxy/maat/urlpath"
 )
 
 // Request hygiene (DESIGN.md, "Request hygiene"): before any route, rule or
 // rewrite, methods that only serve to probe or tunnel are refused, a body
-// whose length two fields tell is refused, the path is normalized once,
-// headers that could pass for the edge's own are removed, and only
-// websocket upgrades stay upgrades.
+// whose length two fields tell is refused, the path is normalized once and
+// read as lenient upstreams read it (package urlpath), headers that could
+// pass for the edge's own are removed, and only websocket upgrades stay
+// upgrades.
 
 // allowedMethods is the Allow field of a 405: the methods the edge
 // forwards (RFC 9110, section 15.5.6).
@@ -33,9 +36,9 @@ func (h *Handler) clean(w http.ResponseWriter, r *http.Request, st *reqState) bo
 		h.clientError(w, r, st, http.StatusBadRequest, "ambiguous_length") // with Connection: close
 		return false
 	}
-	if !normalizeURL(r) {
+	if reason := readPath(r, st); reason != "" {
 		st.action = fplog.ActionDeny
-		plainError(w, st, http.StatusBadRequest, "bad_path")
+		plainError(w, st, http.StatusBadRequest, reason)
 		return false
 	}
 	stripLookalikes(r.Header)
@@ -84,199 +87,35 @@ func ambiguousLength(r *http.Request, fp *httpfp.Fingerprint) bool {
 	return tapped && len(r.TransferEncoding) > 0
 }
 
-// normalizeURL replaces r's path with its normal form and reports whether
-// it has one. The normal form is RFC 3986's: percent-encoded unreserved
-// characters decoded (section 2.3), other percent-encodings kept with
-// upper-case hex (section 6.2.2.1), dot segments removed (section 5.2.4),
-// and repeated slashes merged. A path is refused when it does not start with
-// "/", has a bad percent-encoding, holds a backslash or a control
-// character, or when decoding its encoded slashes ("%2F") would give it
-// empty or dot segments: an application that decodes them would then see
-// another path than the one the routes, the policy and basic auth saw.
-func normalizeURL(r *http.Request) bool {
+// readPath reads r's path once, with package urlpath: its normal form
+// replaces it (what is forwarded), and its model (the place the most
+// lenient common upstream reads) goes to st.model, for every rule that
+// guards a place. It returns the reason of a 400, or "".
+func readPath(r *http.Request, st *reqState) string {
 	u := r.URL
 	if u.Path == "*" && r.Method == http.MethodOptions {
-		return true
+		st.model = u.Path
+		return ""
 	}
 	esc := u.EscapedPath()
-	if u.RawPath == "" && len(esc) > 0 && esc[0] == '/' && isNormal(esc) {
-		return true // the common case: already normal, nothing allocated
-	}
-	norm, ok := normalizePath(esc)
-	if !ok {
-		return false
-	}
-	dec, ok := decodedPath(norm)
-	if !ok {
-		return false
-	}
-	u.Path, u.RawPath = dec, ""
-	if u.EscapedPath() != norm {
-		u.RawPath = norm
-	}
-	return true
-}
-
-// normalizePath returns the normal form of an escaped path (see
-// normalizeURL), or false.
-func normalizePath(p string) (string, bool) {
-	if p == "" || p[0] != '/' {
-		return "", false
-	}
-	if isNormal(p) {
-		return p, true
-	}
-	segs := make([]string, 0, strings.Count(p, "/"))
-	trailing := false
-	for rest := p[1:]; ; {
-		seg, tail, more := strings.Cut(rest, "/")
-		seg, ok := normalizeSegment(seg)
-		if !ok {
-			return "", false
-		}
-		trailing = false
-		switch seg {
-		case "", ".":
-			trailing = !more || seg == "."
-		case "..":
-			if len(segs) > 0 {
-				segs = segs[:len(segs)-1]
-			}
-			trailing = true
-		default:
-			segs = append(segs, seg)
-		}
-		if !more {
-			break
-		}
-		rest = tail
-	}
-	var b strings.Builder
-	b.Grow(len(p))
-	for _, s := range segs {
-		b.WriteByte('/')
-		b.WriteString(s)
-	}
-	if trailing || len(segs) == 0 {
-		b.WriteByte('/')
-	}
-	return b.String(), true
-}
-
-// isNormal reports whether p needs no work: no percent sign, no empty or
-// dot segment, nothing refused.
-func isNormal(p string) bool {
-	for i := 0; i < len(p); i++ {
-		switch c := p[i]; {
-		case c == '%' || c == '\\' || c < 0x20 || c == 0x7f:
-			return false
-		case c == '/' && i+1 < len(p):
-			switch n := p[i+1]; n {
-			case '/':
-				return false
-			case '.':
-				// "/." or "/.." followed by "/" or the end is a dot segment.
-				j := i + 2
-				if j < len(p) && p[j] == '.' {
-					j++
-				}
-				if j == len(p) || p[j] == '/' {
-					return false
-				}
-			}
-		}
-	}
-	return true
-}
-
-// normalizeSegment decodes the unreserved characters of one escaped
-// segment and upper-cases the hex of the other escapes.
-func normalizeSegment(s string) (string, bool) {
-	if strings.IndexByte(s, '%') < 0 {
-		for i := 0; i < len(s); i++ {
-			if c := s[i]; c == '\\' || c < 0x20 || c == 0x7f {
-				return "", false
-			}
-		}
-		return s, true
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\\' || c < 0x20 || c == 0x7f:
-			return "", false
-		case c != '%':
-			b.WriteByte(c)
-			continue
-		}
-		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
-			return "", false
-		}
-		d := unhex(s[i+1])<<4 | unhex(s[i+2])
-		if isUnreserved(d) {
-			b.WriteByte(d)
-		} else {
-			b.WriteByte('%')
-			b.WriteByte(upperHex[d>>4])
-			b.WriteByte(upperHex[d&15])
-		}
-		i += 2
-	}
-	return b.String(), true
-}
-
-// decodedPath decodes a normalized escaped path and refuses it when the
-// decoded form holds what normalization removes from escaped ones: an
-// empty or dot segment (from "%2F"), a backslash or a control character.
-func decodedPath(norm string) (string, bool) {
-	var b strings.Builder
-	b.Grow(len(norm))
-	for i := 0; i < len(norm); i++ {
-		c := norm[i]
-		if c == '%' {
-			c = unhex(norm[i+1])<<4 | unhex(norm[i+2])
-			i += 2
-		}
-		if c == '\\' || c < 0x20 || c == 0x7f {
-			return "", false
-		}
-		b.WriteByte(c)
-	}
-	d := b.String()
-	if strings.Contains(d, "//") || hasDotSegment(d) {
-		return "", false
-	}
-	return d, true
-}
-
-func hasDotSegment(p string) bool {
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == "." || seg == ".." {
-			return true
-		}
-	}
-	return false
-}
-
-const upperHex = "0123456789ABCDEF"
-
-func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
-
-func unhex(c byte) byte {
+	p, err := urlpath.Parse(esc)
 	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
+	case errors.Is(err, urlpath.ErrUTF8), errors.Is(err, urlpath.ErrOverlong):
+		return "bad_path_utf8"
+	case errors.Is(err, urlpath.ErrAmbiguous):
+		return "ambiguous_path"
+	case err != nil:
+		return "bad_path"
 	}
-	return c - 'a' + 10
-}
-
-// isUnreserved: ALPHA / DIGIT / "-" / "." / "_" / "~" (RFC 3986, 2.3).
-func isUnreserved(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+	st.model = p.Model
+	if u.RawPath == "" && p.Normal == esc {
+		return "" // the common case: already normal, nothing allocated
+	}
+	u.Path, u.RawPath = p.Decoded, ""
+	if u.EscapedPath() != p.Normal {
+		u.RawPath = p.Normal
+	}
+	return ""
 }
 
 // stripLookalikes removes the request headers a client may not send

@@ -25,6 +25,8 @@ type reqState struct {
 	client      netip.Addr
 	site        *site
 	route       *route
+	model       string   // the path as the most lenient common upstream reads it (urlpath)
+	match       string   // model, folded when the route matches in any case: what guards decide on
 	target      *target  // the upstream address of the current try
 	inURL       *url.URL // the inbound request's (normalized) URL
 	tls         *tlsfp.Fingerprint

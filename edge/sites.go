@@ -6,6 +6,7 @@ import (
 
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/static"
+	"github.com/maatproxy/maat/urlpath"
 )
 
 // siteTable finds the site and route of a request. It is built once per
@@ -32,6 +33,7 @@ type site struct {
 
 type route struct {
 	prefix  string // "" = the site's default upstream
+	fold    bool   // the prefix matches in any case (match_case: false)
 	pool    *pool
 	static  *static.Handler // nil: the pool's upstream
 	auth    *basicAuth
@@ -59,7 +61,7 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 			s.name = "*"
 		}
 		for _, r := range sc.Routes {
-			rt := &route{prefix: r.Path, pool: newPool(r.Upstream, pause, slots),
+			rt := &route{prefix: r.Path, fold: !matchCase(&r), pool: newPool(r.Upstream, pause, slots),
 				auth: newBasicAuth(r.BasicAuth), reqOps: opsList(sc.Headers.Request, r.Headers.Request),
 				respOps: opsList(sc.Headers.Response, r.Headers.Response)}
 			if err := rt.setRoot(r.Static(cfg.Limits.Ranges)); err != nil {
@@ -143,12 +145,40 @@ func (t *siteTable) lookup(host string) *site {
 	return t.fallback
 }
 
-// route finds the route of a path: the longest matching prefix.
-func (s *site) route(path string) *route {
+// matchCase is a route's match_case: by default a route with basic_auth
+// matches in any case (an upstream on a case-insensitive disk serves
+// "/ADMIN/" as "/admin/"), and others in their case.
+func matchCase(r *Route) bool {
+	if r.MatchCase != nil {
+		return *r.MatchCase
+	}
+	return r.BasicAuth == nil
+}
+
+// route finds the route of a request whose path reads as model (urlpath's
+// model: what the most lenient common upstream takes it for): the longest
+// matching prefix, each in its case or in any case.
+func (s *site) route(model string) *route {
 	for _, r := range s.routes {
-		if strings.HasPrefix(path, r.prefix) {
+		if urlpath.HasPrefix(model, r.prefix, r.fold) {
 			return r
 		}
 	}
 	return s.routes[len(s.routes)-1]
+}
+
+// slashRoute returns the route with basic_auth whose prefix is model and a
+// final slash ("/admin/" for "/admin"), or nil. nginx redirects such a
+// request to the prefix; forwarded, the site's upstream would serve
+// "/admin" without the password.
+func (s *site) slashRoute(model string) *route {
+	for _, r := range s.routes {
+		if r.auth == nil {
+			continue
+		}
+		if rest, ok := urlpath.CutPrefix(r.prefix, model, r.fold); ok && rest == "/" {
+			return r
+		}
+	}
+	return nil
 }

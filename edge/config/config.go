@@ -168,6 +168,11 @@ type Route struct {
 	// BasicAuth asks for a user and password (bcrypt hashes), after the bot
 	// policy has let the request through.
 	BasicAuth *BasicAuth `yaml:"basic_auth"`
+	// MatchCase makes the route's path match in its case only. If nil, true
+	// for a route without BasicAuth and false for one with it: "/ADMIN/"
+	// is then under "/admin/", as it is for an upstream on a
+	// case-insensitive disk (IIS, macOS) that would serve it.
+	MatchCase *bool `yaml:"match_case"`
 	// Headers are the route's header rules, applied after the site's.
 	Headers HeaderRules `yaml:"headers"`
 }

@@ -35,6 +35,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{"sites[1].hosts[0]", "already used by sites[0]"}},
 		{"route path", "sites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1', routes: [{path: api, upstream: 'http://127.0.0.1:2'}, {path: /.maat/x/, upstream: 'http://127.0.0.1:2'}]}]\n",
 			[]string{"sites[0].routes[0].path", "sites[0].routes[1].path: /.maat/ belongs to the edge"}},
+		{"route path read otherwise", "sites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1', routes: [{path: /api./, upstream: 'http://127.0.0.1:2'}, {path: '/v1;x/', upstream: 'http://127.0.0.1:2'}, {path: /x/..;/y/, upstream: 'http://127.0.0.1:2'}, {path: /API/, match_case: false, upstream: 'http://127.0.0.1:2'}]}]\n",
+			[]string{`sites[0].routes[0].path: upstreams read "/api./" as "/api/"`, `sites[0].routes[1].path: upstreams read "/v1;x/" as "/v1/"`, "sites[0].routes[2].path", "read differently"}},
 		{"files without files", "tls: {mode: files}\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n",
 			[]string{"needs cert_file and key_file"}},
 	} {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/static"
+	"github.com/maatproxy/maat/urlpath"
 )
 
 // problems collects a configuration's errors under their YAML keys.
@@ -174,6 +176,15 @@ func (c *Config) validateRoute(p *problems, key string, r *Route) {
 	}
 	if !strings.HasPrefix(r.Path, "/") {
 		p.add(key+".path", "a path prefix starting with /, got %q", r.Path)
+	} else {
+		// Requests match on their model (urlpath): a prefix that is not its
+		// own model would never match as written.
+		switch m, err := urlpath.Model((&url.URL{Path: r.Path}).EscapedPath()); {
+		case err != nil:
+			p.add(key+".path", "%q: %v", r.Path, err)
+		case m != r.Path:
+			p.add(key+".path", "upstreams read %q as %q: write that", r.Path, m)
+		}
 	}
 	if strings.HasPrefix(r.Path, "/.maat/") {
 		p.add(key+".path", "/.maat/ belongs to the edge")

@@ -8,6 +8,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // FuzzParseConfig: whatever the bytes, ParseConfig returns a
@@ -40,7 +41,7 @@ func FuzzParseConfig(f *testing.F) {
 		text = strings.ReplaceAll(text, "\r\n", "\n")
 		lines := 1 + strings.Count(text, "\n") + strings.Count(text, "\r") + strings.Count(text, "\u0085") +
 			strings.Count(text, "\u2028") + strings.Count(text, "\u2029")
-		for _, e := range edge.Problems(err) {
+		for _, e := range config.Problems(err) {
 			var ce *edge.ConfigError
 			if !errors.As(e, &ce) || ce.File != "f.yaml" {
 				t.Fatalf("%q: not a ConfigError of f.yaml: %v", data, e)

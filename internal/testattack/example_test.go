@@ -31,6 +31,7 @@ func ExampleScenarios() {
 	// auth-flood
 	// quic-initials
 	// big-headers
+	// path-spellings
 }
 
 // Each gate case has a name for selection (-run gate/paths) and a title.

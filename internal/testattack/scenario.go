@@ -108,7 +108,7 @@ type Scenario struct {
 	Run   func(ctx context.Context, t Target, p Params, out *Outcome) error
 }
 
-// Scenarios returns the attacks of issue 15, in its order.
+// Scenarios returns the attacks of issue 15, in its order, then issue 33's.
 func Scenarios() []Scenario {
 	return []Scenario{
 		{"rapid-reset", "HTTP/2 rapid reset", rapidReset},
@@ -120,6 +120,7 @@ func Scenarios() []Scenario {
 		{"auth-flood", "wrong basic-auth passwords", authFlood},
 		{"quic-initials", "abandoned QUIC Initials", quicInitials},
 		{"big-headers", "oversized header sections", bigHeaders},
+		{"path-spellings", "other spellings of a path behind basic auth", pathSpellings},
 	}
 }
 
