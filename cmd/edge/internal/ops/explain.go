@@ -17,6 +17,7 @@ import (
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/tlsfp"
+	"github.com/maatproxy/maat/urlpath"
 )
 
 // ExplainRequest is a request described on the command line, or read from
@@ -142,6 +143,14 @@ func (er *ExplainRequest) policyRequest() (policy.Request, error) {
 	if q := strings.IndexByte(r.Path, '?'); q >= 0 {
 		r.Path, r.RawQuery = r.Path[:q], r.Path[q+1:]
 	}
+	// The policy sees the path's model, as the live edge gives it
+	// (edge/hygiene.go): a path the edge refuses with a 400 never reaches
+	// the policy.
+	p, err := urlpath.Parse(r.Path)
+	if err != nil {
+		return r, fmt.Errorf("edge: -path %q: the edge answers it with 400 before the policy: %w", r.Path, err)
+	}
+	r.Path = p.Model
 	for _, h := range er.Headers {
 		i := strings.IndexByte(strings.TrimPrefix(h, ":"), ':') // ":method:" is a pseudo-header without a value
 		if i >= 0 && strings.HasPrefix(h, ":") {

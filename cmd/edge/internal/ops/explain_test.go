@@ -298,3 +298,28 @@ func asnRecord(asn uint32, org string) mmdbtype.Map {
 func countryRecord(code string) mmdbtype.Map {
 	return mmdbtype.Map{"country": mmdbtype.Map{"iso_code": mmdbtype.String(code)}}
 }
+
+// TestExplainPathAsLive: explain gives the policy the path the live edge
+// gives it, its urlpath model, and refuses a path the edge answers with
+// 400 before any rule.
+func TestExplainPathAsLive(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ in, want string }{
+		{"/admin;x/", "/admin/"},
+		{"/%41dmin./", "/Admin/"},
+		{"/a/b?q=1", "/a/b"},
+	} {
+		er := ExplainRequest{Path: tt.in}
+		r, err := er.policyRequest()
+		if err != nil {
+			t.Fatalf("%s: %v", tt.in, err)
+		}
+		if r.Path != tt.want {
+			t.Errorf("%s: the policy sees %q, want %q", tt.in, r.Path, tt.want)
+		}
+	}
+	er := ExplainRequest{Path: "/%c0%afadmin/"}
+	if _, err := er.policyRequest(); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("an overlong UTF-8 path: err = %v, want the 400 the edge answers", err)
+	}
+}
