@@ -9,9 +9,7 @@ package edge
 import (
 	"net/url"
 
-	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/edge/config"
-	"github.com/maatproxy/maat/static"
 )
 
 // The configuration's types: see package config.
@@ -69,10 +67,3 @@ func keysOverlap(a, b string) bool             { return config.KeysOverlap(a, b)
 func normalizeHost(h string) string            { return config.NormalizeHost(h) }
 func parseUpstream(s string) (*url.URL, error) { return config.ParseUpstream(s) }
 func unixSocket(addr string) (string, bool)    { return config.UnixSocket(addr) }
-func certsConfig(cfg *Config) certs.Config     { return cfg.Certs() }
-func validationKey() []byte                    { return make([]byte, 32) } // config's stand-in hash key
-
-func staticConfig(cfg *Config, prefix, root string, browse, strip bool, errors map[int]string) static.Config {
-	r := Route{Path: prefix, Root: root, Browse: browse, StripPrefix: strip, Errors: errors}
-	return r.Static(cfg.Limits.Ranges)
-}

@@ -32,11 +32,11 @@ func StaticRoots(cfg *Config) iter.Seq2[string, static.Config] {
 	return func(yield func(string, static.Config) bool) {
 		for i, s := range cfg.Sites {
 			key := fmt.Sprintf("sites[%d]", i)
-			if s.Root != "" && !yield(key+".root", staticConfig(cfg, "", s.Root, s.Browse, false, s.Errors)) {
+			if s.Root != "" && !yield(key+".root", s.Static(cfg.Limits.Ranges)) {
 				return
 			}
 			for j, r := range s.Routes {
-				if r.Root != "" && !yield(fmt.Sprintf("%s.routes[%d].root", key, j), staticConfig(cfg, r.Path, r.Root, r.Browse, r.StripPrefix, r.Errors)) {
+				if r.Root != "" && !yield(fmt.Sprintf("%s.routes[%d].root", key, j), r.Static(cfg.Limits.Ranges)) {
 					return
 				}
 			}
@@ -96,7 +96,7 @@ func CheckHandler(cfg Config) error {
 			continue
 		}
 		w, err := fplog.NewAccessWriter(fplog.AccessConfig{Output: io.Discard, Format: s.AccessLog.Format,
-			ClientIP: cfg.Log.ClientIP, HashKey: validationKey()})
+			ClientIP: cfg.Log.ClientIP, HashKey: make([]byte, 32)}) // a stand-in: nothing is written
 		if err != nil {
 			return &ConfigError{File: cfg.File, Key: "log", Err: err}
 		}
