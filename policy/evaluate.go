@@ -31,6 +31,7 @@ func (p *Policy) Evaluate(r *Request) Decision {
 // evaluate is Evaluate with an optional trace for Explain.
 func (p *Policy) evaluate(r *Request, d *Decision, sc *scan, trace *strings.Builder) {
 	d.p = p
+	defer func() { d.NeedFCrDNS = sc.act != nil && sc.act.needDNS }()
 	ua := headerValue(r, "User-Agent")
 	sc.uaAll = p.ua.scan(ua, &sc.uaFound, &sc.uaSum)
 	sc.pathAll = p.path.scan(r.Path, &sc.pathFound, &sc.pathSum)
@@ -135,15 +136,15 @@ func (p *Policy) matches(ru *rule, r *Request, ua string, sigs Signals, sc *scan
 	for _, h := range ru.headers {
 		v := headerValue(r, h.name)
 		if v == "" && h.name == "Host" {
-			v = r.Host
+			v = r.Host // Go moves Host out of the header; Maat reads it
 		}
-		if v == "" || !h.re.MatchString(v) {
+		if h.re == nil && v == "" || h.re != nil && !h.re.MatchString(v) {
 			return false
 		}
 	}
 	if ru.expr != nil {
 		if sc.act == nil {
-			sc.act = &activation{r: r}
+			sc.act = &activation{p: p, r: r}
 		}
 		if !evalBool(ru.expr, sc.act) {
 			return false
