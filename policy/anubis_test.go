@@ -168,7 +168,6 @@ func TestAnubisBehaviour(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.weights = [numSignals]int{} // Maat's signals are not Anubis's
 			r := chromeRequest()
 			if tt.edit != nil {
 				tt.edit(r)

@@ -24,6 +24,11 @@ type Policy struct {
 	thresholds []threshold
 	weights    [numSignals]int
 	off        Signals
+	// signalsAt is the file:line of the signals: section that puts Maat's
+	// signals in force (its own, or that of a policy it imports: Maat's
+	// default policy, (builtin)/maat-signals.yaml); "" when none does, and
+	// fired signals add no weight (an Anubis policy decides as in Anubis).
+	signalsAt string
 	ua, path   *prefilter
 	warnings   []string
 	version    string
@@ -183,6 +188,22 @@ type DivertTarget struct {
 // (or pass Options.DivertTargets to Load, which does the same).
 func (p *Policy) DivertTargets() []DivertTarget { return p.diverts }
 
+// MaatSignals reports whether Maat's own signals (ua_tls_mismatch,
+// browser_headers_missing, proto_mismatch, fake_crawler, headless,
+// hosting_asn, …) add their weight under this policy, and says why in a
+// sentence for `edge policy check`. A signals: section switches them on:
+// the policy's own or that of a policy it imports, such as Maat's default
+// policy or (builtin)/maat-signals.yaml, the one line an Anubis policy
+// adds to weigh them. Without one, a fired signal adds nothing (rules
+// that name it with signal: still see it), so that an Anubis policy
+// decides as it does in Anubis.
+func (p *Policy) MaatSignals() (on bool, why string) {
+	if p.signalsAt != "" {
+		return true, "Maat's signals add weight (signals: at " + p.signalsAt + ")"
+	}
+	return false, "Maat's signals add no weight (no signals: section; `- import: " + builtinPrefix + "maat-signals.yaml` under bots: switches them on)"
+}
+
 // StatusCodes returns the HTTP status codes the policy's status_codes:
 // section (Anubis's key) sets for challenge and deny pages; 0 for one
 // that is not set, which leaves the edge's default (403).
@@ -266,7 +287,7 @@ func compile(pf *parsed, opts Options) (*Policy, error) {
 	for _, t := range p.thresholds {
 		h.Write([]byte(t.id))
 	}
-	fmt.Fprint(h, p.weights, p.off, p.status, p.hosting)
+	fmt.Fprint(h, p.weights, p.off, p.signalsAt != "", p.status, p.hosting)
 	p.version = hex.EncodeToString(h.Sum(nil)[:8])
 	return p, nil
 }
@@ -282,6 +303,9 @@ func (p *Policy) applySettings(pf *parsed) ([]*fileThreshold, error) {
 	p.weights = defaultSignalWeights
 	var fts []*fileThreshold
 	for i, s := range append(slices.Clone(pf.imported), pf.root) {
+		if p.signalsAt == "" {
+			p.signalsAt = s.signalsAt
+		}
 		for sig, set := range s.signals {
 			switch {
 			case !set.set:

@@ -44,6 +44,12 @@ func (p *Policy) evaluate(r *Request, d *Decision, sc *scan, trace *strings.Buil
 	d.Signals = raw &^ p.off
 	d.BrowserAgrees = browserAgrees(r, claim)
 	for s := range d.Signals.All {
+		if p.signalsAt == "" {
+			if trace != nil {
+				fmt.Fprintf(trace, "signal %s: fired, no weight (Maat's signals are not in force: no signals: section)\n", s)
+			}
+			continue
+		}
 		d.Weight += p.weights[s]
 		if trace != nil {
 			fmt.Fprintf(trace, "signal %s: weight %+d\n", s, p.weights[s])

@@ -161,6 +161,7 @@ type parsed struct {
 type settings struct {
 	thresholds []*fileThreshold // empty: not set (Anubis: the default thresholds)
 	signals    [numSignals]signalSetting
+	signalsAt  string // file:line of a signals: section; "" when there is none
 	status     [2]*int // CHALLENGE, DENY; nil: not set
 	hosting    *hostingEdit
 }
@@ -315,6 +316,7 @@ func (l *loader) section(name string, k, v *yaml.Node, s *settings) error {
 	case "thresholds":
 		return l.thresholds(name, v, s)
 	case "signals":
+		s.signalsAt = at(name, k)
 		return l.signals(name, v, s)
 	case "status_codes":
 		return l.statusCodes(name, v, s)

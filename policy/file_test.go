@@ -133,8 +133,6 @@ func TestAnubisExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Maat's signals are not part of Anubis's examples.
-			p.weights = [numSignals]int{}
 			r := chromeRequest()
 			if tt.edit != nil {
 				tt.edit(r)
