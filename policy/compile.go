@@ -29,14 +29,14 @@ type Policy struct {
 	// default policy, (builtin)/maat-signals.yaml); "" when none does, and
 	// fired signals add no weight (an Anubis policy decides as in Anubis).
 	signalsAt string
-	ua, path   *prefilter
-	warnings   []string
-	version    string
-	geo        Geo
-	hosting    asnSet
-	status     [2]int // CHALLENGE, DENY; 0: not set
-	waitMax    int
-	diverts    []DivertTarget
+	ua, path  *prefilter
+	warnings  []string
+	version   string
+	geo       Geo
+	hosting   asnSet
+	status    [2]int // CHALLENGE, DENY; 0: not set
+	waitMax   int
+	diverts   []DivertTarget
 	// familyBit numbers the client families that client_family: names,
 	// so that a rule checks a request's family with one AND; famOverflow
 	// is set when more than 64 distinct names leave some without a bit.

@@ -161,7 +161,7 @@ type parsed struct {
 type settings struct {
 	thresholds []*fileThreshold // empty: not set (Anubis: the default thresholds)
 	signals    [numSignals]signalSetting
-	signalsAt  string // file:line of a signals: section; "" when there is none
+	signalsAt  string  // file:line of a signals: section; "" when there is none
 	status     [2]*int // CHALLENGE, DENY; nil: not set
 	hosting    *hostingEdit
 }
