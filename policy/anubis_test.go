@@ -152,7 +152,7 @@ func TestAnubisBehaviour(t *testing.T) {
 		{"asns without a database", "challenge_cloudflare.yaml", Options{}, func(r *Request) { r.ASN = 13335 }, ALLOW, "", ""},
 		{"geoip with a database", "geoip_us.yaml", geo, func(r *Request) { r.Country = "US" }, CHALLENGE, "compute-tarrif-us", ""},
 		{"geoip, another country", "geoip_us.yaml", geo, func(r *Request) { r.Country = "DE" }, ALLOW, "", ""},
-		{"import from the working directory", "import_filesystem.yaml", Options{}, func(r *Request) { r.RemoteAddr = mustAddr("fd00::1") }, ALLOW, "ipv6-ula", ""},
+		{"import from the working directory", "import_filesystem.yaml", Options{}, func(r *Request) { r.Path = "/.well-known/security.txt" }, ALLOW, "well-known", ""},
 		{"import json from the working directory", "import_filesystem.json", Options{}, func(r *Request) { r.RemoteAddr = mustAddr("fd00::1") }, ALLOW, "ipv6-ula", ""},
 		{"(data) keep-internet-working", "import_keep_internet_working.yaml", Options{}, func(r *Request) { r.Path = "/robots.txt" }, ALLOW, "robots-txt", ""},
 		{"(data)/bots/*", "import-all-bots.yaml", Options{}, func(r *Request) { r.Header.Set("User-Agent", uaGPTBot) }, DENY, "ai-robots-txt", ""},
