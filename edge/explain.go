@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -72,15 +73,21 @@ func ExplainPolicy(ctx context.Context, er ExplainRequest, o ExplainOptions) (st
 		r.ASN, r.ASOrg, r.Country = er.ASN, er.ASOrg, er.Country
 		ran.Geo = true // the live lookup, as the log line recorded it
 	}
+	v, err := policy.NewVerifier(policy.VerifierConfig{Resolver: o.Resolver})
+	if err != nil {
+		return "", fmt.Errorf("edge: crawler verifier: %w", err)
+	}
 	if ua := headerValue(r.Header, "User-Agent"); policy.ClaimedCrawler(ua) != "" && !o.NoDNS {
-		v, err := policy.NewVerifier(policy.VerifierConfig{Resolver: o.Resolver})
-		if err != nil {
-			return "", fmt.Errorf("edge: crawler verifier: %w", err)
-		}
 		vctx, cancel := context.WithTimeout(ctx, crawlerTimeout)
 		r.CrawlerVerified = v.Verify(vctx, ua, r.RemoteAddr)
 		cancel()
 		ran.Crawler = true
+	}
+	if d := p.Evaluate(&r); d.NeedFCrDNS && !o.NoDNS { // as decide does live
+		vctx, cancel := context.WithTimeout(ctx, crawlerTimeout)
+		r.FCrDNS = v.FCrDNS(vctx, r.RemoteAddr)
+		cancel()
+		ran.FCrDNS = true
 	}
 	return p.ExplainChecks(&r, ran), nil
 }
@@ -138,6 +145,13 @@ func (er *ExplainRequest) policyRequest() (policy.Request, error) {
 	if q := strings.IndexByte(r.Path, '?'); q >= 0 {
 		r.Path, r.RawQuery = r.Path[:q], r.Path[q+1:]
 	}
+	// The path the live edge gives the policy: normalized as the request
+	// path is (hygiene.go), or refused as the edge refuses it (400).
+	u, err := url.ParseRequestURI(r.Path) // as net/http reads the request line
+	if err != nil || !normalizeURL(&http.Request{Method: r.Method, URL: u}) {
+		return r, fmt.Errorf("edge: -path %q: the edge answers 400 Bad Request to it (not a path it can normalize)", er.Path)
+	}
+	r.Path = u.Path
 	for _, h := range er.Headers {
 		i := strings.IndexByte(strings.TrimPrefix(h, ":"), ':') // ":method:" is a pseudo-header without a value
 		if i >= 0 && strings.HasPrefix(h, ":") {

@@ -231,3 +231,21 @@ func TestAnubisFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainFCrDNS: explain says when an expression needed reverse DNS
+// that was not looked up, and what the lookup found when it was.
+func TestExplainFCrDNS(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, "bots:\n  - import: (data)/crawlers/yandexbot.yaml\n")
+	r := curlRequest("Mozilla/5.0 (compatible; YandexBot/3.0; +http://yandex.com/bots)")
+	if got := p.Explain(r); !strings.Contains(got, "check reverse DNS: SKIPPED: an expression reads verifyFCrDNS") {
+		t.Errorf("not looked up:\n%s", got)
+	}
+	r.FCrDNS = FCrDNS{Checked: true, Names: []string{"spider.yandex.com"}, Confirmed: true}
+	got := p.Explain(r)
+	for _, want := range []string{"check reverse DNS: ran: spider.yandex.com; one resolves back to the address", "decision: ALLOW weight=0 rule=yandexbot"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("explain lacks %q:\n%s", want, got)
+		}
+	}
+}
