@@ -58,7 +58,7 @@ func anubisSection(name, key string, v *yaml.Node) error {
 	switch key {
 	case "dnsbl":
 		if v.Value == "true" {
-			bad(v, "true: Anubis's DroneBL lookup of every client address (dnsbl: true, off by default since Anubis v1.16.0) is not supported; remove it or set it to false")
+			bad(v, "true: Anubis's DroneBL lookup of every client address (the key dnsbl, Anubis v1.16.0) is not supported; remove it or set it to false")
 		}
 	case "honeypot":
 		if n := get(v, "enabled"); n != nil && n.Value == "false" {

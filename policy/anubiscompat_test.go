@@ -210,6 +210,9 @@ func TestAnubisFiles(t *testing.T) {
 		{"dnsbl off", "bots:\n  - {name: a, path_regex: ., action: ALLOW}\ndnsbl: false\n", ""},
 		{"honeypot", "bots:\n  - {name: a, path_regex: ., action: ALLOW}\nhoneypot: {implementation: fancy}\n", `honeypot: implementation: "fancy" is not one of Anubis's (naive)`},
 		{"store", "bots:\n  - {name: a, path_regex: ., action: ALLOW}\nstore: {backend: bbolt}\n", "bbolt needs parameters: {path: FILE}"},
+		{"threshold challenge without challenge", "bots:\n  - {name: a, path_regex: ., action: WEIGH}\nthresholds: [{name: t, expression: weight > 0, action: CHALLENGE}]\n", `threshold "t": action CHALLENGE needs challenge:`},
+		{"threshold without expression", "bots:\n  - {name: a, path_regex: ., action: WEIGH}\nthresholds: [{name: t, action: DENY}]\n", `threshold "t": expression: is required`},
+		{"threshold challenge checked on any action", "bots:\n  - {name: a, path_regex: ., action: WEIGH}\nthresholds: [{name: t, expression: weight > 0, action: DENY, challenge: {difficulty: 99}}]\n", "difficulty: 99 is out of range"},
 	}
 	opts := memFiles(map[string]string{"empty.yaml": "[]\n"})
 	for _, tt := range tests {

@@ -52,7 +52,7 @@ func generatedPolicy(n int) string {
 			fmt.Fprintf(&b, "- {name: ext-%d, path_regex: '\\.ext%d$', action: DENY}\n", i, i)
 		}
 	}
-	b.WriteString("thresholds: [{name: t, expression: weight > 0, action: CHALLENGE}]\n")
+	b.WriteString("thresholds: [{name: t, expression: weight > 0, action: CHALLENGE, challenge: {bits: 16}}]\n")
 	return b.String()
 }
 
