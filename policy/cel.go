@@ -200,7 +200,9 @@ func compileBoolAST(env *cel.Env, src string) (*cel.Ast, cel.Program, error) {
 	if a.OutputType() != cel.BoolType {
 		return nil, nil, fmt.Errorf("%w: %q returns %s, not bool", ErrExpression, src, a.OutputType())
 	}
-	prg, err := env.Program(a, cel.CostLimit(celCostLimit), cel.InterruptCheckFrequency(100))
+	// OptOptimize, as Anubis compiles: constant regular expressions of
+	// matches() are compiled once, not on every evaluation.
+	prg, err := env.Program(a, cel.CostLimit(celCostLimit), cel.InterruptCheckFrequency(100), cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrExpression, err)
 	}
