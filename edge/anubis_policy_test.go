@@ -169,44 +169,6 @@ func TestVerifyPublishedRangesLive(t *testing.T) {
 	}
 }
 
-// TestPolicyExplainPath: explain normalizes -path as the live edge
-// normalizes the request's path before the policy sees it, and refuses
-// what the edge answers 400.
-func TestPolicyExplainPath(t *testing.T) {
-	t.Parallel()
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	writeTestFile(t, pol, "bots:\n  - {name: private, path_regex: ^/private/, action: DENY}\n  - {name: rest, path_regex: ., action: ALLOW}\n")
-	for _, tt := range []struct {
-		path, want, err string
-	}{
-		{"/public/../private/x", "rule=private", ""},
-		{"//private//x", "rule=private", ""},
-		{"/%70rivate/x?q=1", "rule=private", ""},
-		{"/public/x", "rule=rest", ""},
-		{"/a/%2e%2e%2fprivate", "", "the edge answers 400"},
-		{"/%zz", "", "the edge answers 400"}, // net/http's own 400: no live line
-	} {
-		live := fplog.Record{Status: 400}
-		if !strings.Contains(tt.path, "%zz") {
-			live = servedDecision(t, "policy: "+pol+"\n", nil, "GET "+tt.path+" HTTP/1.1\r\nHost: a.test\r\nUser-Agent: curl/8.5.0\r\n\r\n")
-		}
-		out, err := ExplainPolicy(t.Context(), ExplainRequest{UA: "curl/8.5.0", Path: tt.path, Proto: "HTTP/1.1"}, ExplainOptions{Policy: pol, NoDNS: true})
-		switch {
-		case tt.err != "":
-			if err == nil || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("%s: explain %v, want %q", tt.path, err, tt.err)
-			}
-			if live.Status != 400 {
-				t.Errorf("%s: live status %d, want 400", tt.path, live.Status)
-			}
-		case err != nil:
-			t.Errorf("%s: %v", tt.path, err)
-		case !strings.Contains(out, tt.want) || !strings.Contains(strings.Join(live.Rules, ","), strings.TrimPrefix(tt.want, "rule=")):
-			t.Errorf("%s: explain\n%s\nlive %v; want %s", tt.path, out, live.Rules, tt.want)
-		}
-	}
-}
-
 func writeTestFile(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 
@@ -145,13 +144,6 @@ func (er *ExplainRequest) policyRequest() (policy.Request, error) {
 	if q := strings.IndexByte(r.Path, '?'); q >= 0 {
 		r.Path, r.RawQuery = r.Path[:q], r.Path[q+1:]
 	}
-	// The path the live edge gives the policy: normalized as the request
-	// path is (hygiene.go), or refused as the edge refuses it (400).
-	u, err := url.ParseRequestURI(r.Path) // as net/http reads the request line
-	if err != nil || !normalizeURL(&http.Request{Method: r.Method, URL: u}) {
-		return r, fmt.Errorf("edge: -path %q: the edge answers 400 Bad Request to it (not a path it can normalize)", er.Path)
-	}
-	r.Path = u.Path
 	for _, h := range er.Headers {
 		i := strings.IndexByte(strings.TrimPrefix(h, ":"), ':') // ":method:" is a pseudo-header without a value
 		if i >= 0 && strings.HasPrefix(h, ":") {
