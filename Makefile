@@ -9,7 +9,7 @@ SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin cur
 # Packages without a command: fonts for the screenshots of the challenge page.
 SYSPKGS := fonts-noto-cjk
 
-.PHONY: demo test deps check unit conformance test-next-go fuzz bench bench-peers attack build deb clean
+.PHONY: demo test deps check unit conformance test-next-go fuzz bench bench-peers attack build deb clean anubis-data
 
 demo:
 	$(GO) run ./cmd/edge demo
@@ -128,6 +128,15 @@ bench-peers: build
 	cd bench/peers/caddy && $(GO) build -o ../../../bin/caddy github.com/caddyserver/caddy/v2/cmd/caddy
 	$(GO) build -o bin/gofloor ./bench/peers/gofloor
 	$(GO) run ./bench/peers -edge bin/edge -caddy bin/caddy -floor bin/gofloor $(PEERS)
+
+# anubis-data copies Anubis's policy tree (its data/ directory: botPolicies.yaml
+# and the snippets policy files import as (data)/…) from the module
+# github.com/TecharoHQ/anubis at ANUBIS_VERSION, fetched by the go command,
+# into policy/anubisdata, with its MIT license and a SOURCE record of the
+# version, commit and date. Anubis does not become a dependency of the edge.
+ANUBIS_VERSION ?= v1.27.0
+anubis-data:
+	GO='$(GO)' ANUBIS_VERSION='$(ANUBIS_VERSION)' sh policy/anubisdata/sync.sh
 
 clean:
 	rm -rf bin edge-fp.jsonl

@@ -18,6 +18,12 @@ import (
 func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 	pr := h.policyRequest(r, st)
 	dec := h.policy.Evaluate(&pr)
+	if dec.NeedFCrDNS { // an Anubis verifyFCrDNS or reverseDNS expression
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		pr.FCrDNS = h.env.verifier.FCrDNS(ctx, st.client)
+		cancel()
+		dec = h.policy.Evaluate(&pr)
+	}
 	st.weight = dec.Weight
 	st.rules = dec.AppendNames(st.rulesBuf[:0])
 	cl := st.challengeClient()

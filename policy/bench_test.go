@@ -24,6 +24,25 @@ func BenchmarkEvaluateDefaultCurl(b *testing.B) {
 	}
 }
 
+// BenchmarkEvaluateAnubisDefault evaluates a browser's request under
+// Anubis's own default policy, botPolicies.yaml (its CEL rules run for
+// every request that reaches them).
+func BenchmarkEvaluateAnubisDefault(b *testing.B) {
+	data, err := readAnubisData("botPolicies.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := Parse("(data)/botPolicies.yaml", data, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := chromeRequest()
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Evaluate(r)
+	}
+}
+
 // generatedPolicy writes a policy of n rules of the kinds real policies
 // hold: case-insensitive User-Agent alternations (bot lists), anchored
 // User-Agent prefixes, path rules, header rules, address ranges and
@@ -52,7 +71,7 @@ func generatedPolicy(n int) string {
 			fmt.Fprintf(&b, "- {name: ext-%d, path_regex: '\\.ext%d$', action: DENY}\n", i, i)
 		}
 	}
-	b.WriteString("thresholds: [{name: t, expression: weight > 0, action: CHALLENGE}]\n")
+	b.WriteString("thresholds: [{name: t, expression: weight > 0, action: CHALLENGE, challenge: {bits: 16}}]\n")
 	return b.String()
 }
 

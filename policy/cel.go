@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"net/textproto"
 	"net/url"
 	"regexp"
@@ -12,8 +14,11 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/functions"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 )
 
@@ -30,14 +35,19 @@ const (
 // ErrExpression reports a CEL expression that does not compile.
 var ErrExpression = errors.New("policy: bad expression")
 
-// botEnv is the CEL environment of rule expressions: Anubis's variables and
-// functions plus Maat's fingerprints (ja4, hfp, h2fp; clientFamily and
+// botEnv is the CEL environment of rule expressions: Anubis's
+// (lib/policy/expressions BotEnvironment: its variables, functions and the
+// strings extension) plus Maat's fingerprints (ja4, hfp, h2fp; clientFamily and
 // h2Family, the known-client families of the JA4 and of the HTTP/2
-// fingerprint, "" when unknown) and geo facts (asn: the AS number, 0 when
-// unknown; country: ISO 3166-1 alpha-2, "" when unknown).
+// fingerprint, "" when unknown) and geo facts (asn: the AS
+// number, 0 when unknown; country: ISO 3166-1 alpha-2, "" when unknown).
+// verifyFCrDNS and reverseDNS are late-bound: the activation answers them
+// from Request.FCrDNS.
 func botEnv() (*cel.Env, error) {
 	strMap := cel.MapType(cel.StringType, cel.StringType)
 	return cel.NewEnv(
+		ext.Strings(ext.StringsLocale("en_US"), ext.StringsValidateFormatCalls(true)),
+		cel.DefaultUTCTimeZone(true),
 		cel.Variable("remoteAddress", cel.StringType),
 		cel.Variable("contentLength", cel.IntType),
 		cel.Variable("host", cel.StringType),
@@ -60,25 +70,28 @@ func botEnv() (*cel.Env, error) {
 		cel.Function("missingHeader",
 			cel.Overload("missingHeader_map_string", []*cel.Type{strMap, cel.StringType}, cel.BoolType,
 				cel.BinaryBinding(func(m, k ref.Val) ref.Val {
-					mm, ok := m.Value().(map[string]string)
-					key, ok2 := k.Value().(string)
-					if !ok || !ok2 {
-						return types.NewErr("missingHeader: bad arguments")
+					mm, ok := m.(traits.Indexer)
+					if !ok {
+						return types.NewErr("missingHeader: headers is not a map")
 					}
-					_, has := mm[canonicalHeader(key)]
-					return types.Bool(!has)
+					// As Anubis: the name as written (headers holds
+					// canonical names: "Accept", "User-Agent").
+					return types.Bool(types.IsError(mm.Get(k)))
 				}))),
 		cel.Function("segments",
 			cel.Overload("segments_string", []*cel.Type{cel.StringType}, cel.ListType(cel.StringType),
 				cel.UnaryBinding(func(p ref.Val) ref.Val {
 					s, _ := p.Value().(string)
-					return types.DefaultTypeAdapter.NativeToValue(strings.Split(strings.TrimPrefix(s, "/"), "/"))
+					if !strings.HasPrefix(s, "/") {
+						return types.NewErr("segments: path does not start with /")
+					}
+					return types.NewStringList(types.DefaultTypeAdapter, strings.Split(s, "/")[1:])
 				}))),
 		cel.Function("regexSafe",
 			cel.Overload("regexSafe_string", []*cel.Type{cel.StringType}, cel.StringType,
 				cel.UnaryBinding(func(p ref.Val) ref.Val {
 					s, _ := p.Value().(string)
-					return types.String(regexp.QuoteMeta(s))
+					return types.String(regexSafe(s))
 				}))),
 		cel.Function("randInt",
 			cel.Overload("randInt_int", []*cel.Type{cel.IntType}, cel.IntType,
@@ -89,9 +102,64 @@ func botEnv() (*cel.Env, error) {
 					}
 					return types.Int(rand.Int64N(n))
 				}))),
+		cel.Function("arpaReverseIP",
+			cel.Overload("arpaReverseIP_string", []*cel.Type{cel.StringType}, cel.StringType,
+				cel.UnaryBinding(func(p ref.Val) ref.Val {
+					s, _ := p.Value().(string)
+					r, err := arpaReverseIP(s)
+					if err != nil {
+						return types.NewErr("arpaReverseIP: %v", err)
+					}
+					return types.String(r)
+				}))),
+		cel.Function("verifyFCrDNS",
+			cel.Overload(fnVerifyFCrDNS+"_string", []*cel.Type{cel.StringType}, cel.BoolType, cel.LateFunctionBinding()),
+			cel.Overload(fnVerifyFCrDNS+"_string_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType, cel.LateFunctionBinding())),
+		cel.Function("reverseDNS",
+			cel.Overload(fnReverseDNS+"_string", []*cel.Type{cel.StringType}, cel.ListType(cel.StringType), cel.LateFunctionBinding())),
 		cel.ParserRecursionLimit(celRecursionLimit),
 		cel.ParserExpressionSizeLimit(MaxExpressionLen),
 	)
+}
+
+// Anubis's DNS functions that Maat answers from Request.FCrDNS.
+const (
+	fnVerifyFCrDNS = "verifyFCrDNS"
+	fnReverseDNS   = "reverseDNS"
+)
+
+// regexSafe escapes s as Anubis's regexSafe does (the same characters, in
+// the same order, so that the string is the same, not only the regexp).
+func regexSafe(s string) string {
+	for _, c := range [...]string{"\\", ".", ":", "*", "?", "-", "[", "]", "(", ")", "+", "{", "}", "|", "^", "$"} {
+		s = strings.ReplaceAll(s, c, "\\"+c)
+	}
+	return s
+}
+
+// arpaReverseIP writes an address in the reverse order of the in-addr.arpa
+// and ip6.arpa names, as Anubis's arpaReverseIP: "1.2.3.4" becomes
+// "4.3.2.1", an IPv6 address its 32 nibbles reversed and joined by dots.
+func arpaReverseIP(s string) (string, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return "", errors.New("invalid IP address")
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		b := a.As4()
+		return fmt.Sprintf("%d.%d.%d.%d", b[3], b[2], b[1], b[0]), nil
+	}
+	b := a.As16()
+	h := hex.EncodeToString(b[:])
+	var sb strings.Builder
+	for i := len(h) - 1; i >= 0; i-- {
+		sb.WriteByte(h[i])
+		if i > 0 {
+			sb.WriteByte('.')
+		}
+	}
+	return sb.String(), nil
 }
 
 // thresholdEnv is the CEL environment of threshold expressions.
@@ -127,26 +195,29 @@ func compileBoolAST(env *cel.Env, src string) (*cel.Ast, cel.Program, error) {
 	a, iss := env.Compile(src)
 	if iss != nil && iss.Err() != nil {
 		msg := iss.Err().Error()
-		// Anubis's DNS functions do I/O inside expressions.
-		for _, f := range [...]string{"arpaReverseIP", "lookupHost", "reverseDNS"} {
-			if strings.Contains(msg, "'"+f+"'") {
-				msg = f + " does DNS lookups inside expressions, which Maat does not; crawler verification is the fake_crawler signal. " + msg
-			}
+		if strings.Contains(msg, "'lookupHost'") {
+			msg = "lookupHost (Anubis v1.24.0) looks up names computed inside the expression, which Maat does not do; verifyFCrDNS(remoteAddress, pattern) and reverseDNS(remoteAddress) are supported. " + msg
 		}
 		return nil, nil, fmt.Errorf("%w: %s", ErrExpression, msg)
 	}
 	if a.OutputType() != cel.BoolType {
 		return nil, nil, fmt.Errorf("%w: %q returns %s, not bool", ErrExpression, src, a.OutputType())
 	}
-	prg, err := env.Program(a, cel.CostLimit(celCostLimit), cel.InterruptCheckFrequency(100))
+	// OptOptimize, as Anubis compiles: constant regular expressions of
+	// matches() are compiled once, not on every evaluation.
+	prg, err := env.Program(a, cel.CostLimit(celCostLimit), cel.InterruptCheckFrequency(100), cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrExpression, err)
 	}
 	return a, prg, nil
 }
 
-// evalBool runs a compiled expression; an error counts as false, as in
-// Anubis, where a failing expression does not match.
+// evalBool runs a compiled expression. A run-time error (a missing map
+// key, a bad regular expression, a cost limit) counts as false: the rule
+// does not match, and evaluation goes on. Anubis instead fails the whole
+// request: its check returns the error and the visitor gets a 500 page;
+// Maat does not answer a visitor with an error for a fault of the policy,
+// and `edge policy check` cannot find such faults ahead of time either.
 func evalBool(prg cel.Program, act interpreter.Activation) bool {
 	out, _, err := prg.Eval(act)
 	if err != nil {
@@ -156,14 +227,63 @@ func evalBool(prg cel.Program, act interpreter.Activation) bool {
 	return ok && b
 }
 
-// activation exposes a Request to CEL, building maps only when asked.
+// activation exposes a Request to CEL, building maps only when asked, and
+// answers the late-bound DNS functions from Request.FCrDNS.
 type activation struct {
+	p       *Policy
 	r       *Request
 	headers map[string]string
 	query   map[string]string
+	// needDNS: an expression called verifyFCrDNS or reverseDNS while
+	// r.FCrDNS was not checked.
+	needDNS bool
 }
 
 func (a *activation) Parent() interpreter.Activation { return nil }
+
+// ResolveFunction answers Anubis's DNS functions
+// (interpreter.FunctionActivation).
+func (a *activation) ResolveFunction(name string) (functions.LateBoundOp, bool) {
+	switch name {
+	case fnVerifyFCrDNS:
+		return a.verifyFCrDNS, true
+	case fnReverseDNS:
+		return a.reverseDNS, true
+	}
+	return nil, false
+}
+
+// verifyFCrDNS is Anubis's verifyFCrDNS(addr[, pattern]) for the request's
+// address (the compiler accepts no other first argument).
+func (a *activation) verifyFCrDNS(_ string, args ...ref.Val) ref.Val {
+	f := &a.r.FCrDNS
+	if !f.Checked {
+		a.needDNS = true
+		return types.False
+	}
+	if len(args) < 2 {
+		return types.Bool(f.verify(nil))
+	}
+	pat, _ := args[1].Value().(string)
+	re := a.p.dnsPatterns[pat]
+	if re == nil {
+		var err error
+		if re, err = regexp.Compile(pat); err != nil {
+			return types.False // Anubis: an invalid pattern fails the check
+		}
+	}
+	return types.Bool(f.verify(re))
+}
+
+// reverseDNS is Anubis's reverseDNS(addr) for the request's address: its
+// PTR names without the final dot, none when the lookup failed.
+func (a *activation) reverseDNS(_ string, _ ...ref.Val) ref.Val {
+	f := &a.r.FCrDNS
+	if !f.Checked {
+		a.needDNS = true
+	}
+	return types.NewStringList(types.DefaultTypeAdapter, f.Names)
+}
 
 func (a *activation) ResolveName(name string) (any, bool) {
 	r := a.r
@@ -185,27 +305,18 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	case "path":
 		return r.Path, true
 	case "query":
+		// As Anubis's URLValues: every parameter, its values joined by ",".
 		if a.query == nil {
-			a.query = map[string]string{}
 			v, _ := url.ParseQuery(r.RawQuery)
-			for k, vs := range v {
-				if len(vs) > 0 {
-					a.query[k] = vs[0]
-				}
-			}
+			a.query = joinValues(v)
 		}
 		return a.query, true
 	case "headers":
+		// As Anubis's HTTPHeaders: the request's header as net/http holds
+		// it (canonical names; no Host, which net/http moves out), the
+		// values of a repeated header joined by ",".
 		if a.headers == nil {
-			a.headers = make(map[string]string, len(r.Header))
-			for k, vs := range r.Header {
-				if len(vs) > 0 {
-					a.headers[k] = vs[0]
-				}
-			}
-			if r.Host != "" {
-				a.headers["Host"] = r.Host
-			}
+			a.headers = joinValues(r.Header)
 		}
 		return a.headers, true
 	case "load_1m", "load_5m", "load_15m":
@@ -310,6 +421,15 @@ func intLit(e ast.Expr) (int64, bool) {
 	}
 	i, ok := e.AsLiteral().(types.Int)
 	return int64(i), ok
+}
+
+// joinValues flattens a header or query: each key's values joined by ",".
+func joinValues[M ~map[string][]string](m M) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, vs := range m {
+		out[k] = strings.Join(vs, ",")
+	}
+	return out
 }
 
 func canonicalHeader(k string) string { return textproto.CanonicalMIMEHeaderKey(k) }

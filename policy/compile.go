@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types"
 )
 
 // Policy is a compiled policy. It is immutable and safe for concurrent use.
@@ -22,19 +24,27 @@ type Policy struct {
 	thresholds []threshold
 	weights    [numSignals]int
 	off        Signals
-	ua, path   *prefilter
-	warnings   []string
-	version    string
-	geo        Geo
-	hosting    asnSet
-	status     [2]int // CHALLENGE, DENY; 0: not set
-	waitMax    int
-	diverts    []DivertTarget
+	// signalsAt is the file:line of the signals: section that puts Maat's
+	// signals in force (its own, or that of a policy it imports: Maat's
+	// default policy, (builtin)/maat-signals.yaml); "" when none does, and
+	// fired signals add no weight (an Anubis policy decides as in Anubis).
+	signalsAt string
+	ua, path  *prefilter
+	warnings  []string
+	version   string
+	geo       Geo
+	hosting   asnSet
+	status    [2]int // CHALLENGE, DENY; 0: not set
+	waitMax   int
+	diverts   []DivertTarget
 	// familyBit numbers the client families that client_family: names,
 	// so that a rule checks a request's family with one AND; famOverflow
 	// is set when more than 64 distinct names leave some without a bit.
 	familyBit   map[string]uint8
 	famOverflow bool
+	// dnsPatterns are the constant patterns of verifyFCrDNS calls,
+	// compiled once.
+	dnsPatterns map[string]*regexp.Regexp
 }
 
 type rateKey uint8
@@ -71,9 +81,14 @@ type rule struct {
 	expr          cel.Program
 }
 
+// headerRegex is one entry of headers_regex, matched as Anubis matches it
+// (lib/policy NewHeadersChecker): the regular expression against the
+// header's first value, "" when the header is missing, so that an
+// expression that matches the empty string matches a missing header;
+// ".*" alone (re nil) asks that the header be present and not empty.
 type headerRegex struct {
-	name string // canonical
-	re   *regexp.Regexp
+	name string         // canonical
+	re   *regexp.Regexp // nil: present and not empty
 }
 
 // fpList matches a fingerprint exactly or by prefix ("t13d*").
@@ -173,6 +188,22 @@ type DivertTarget struct {
 // (or pass Options.DivertTargets to Load, which does the same).
 func (p *Policy) DivertTargets() []DivertTarget { return p.diverts }
 
+// MaatSignals reports whether Maat's own signals (ua_tls_mismatch,
+// browser_headers_missing, proto_mismatch, fake_crawler, headless,
+// hosting_asn, …) add their weight under this policy, and says why in a
+// sentence for `edge policy check`. A signals: section switches them on:
+// the policy's own or that of a policy it imports, such as Maat's default
+// policy or (builtin)/maat-signals.yaml, the one line an Anubis policy
+// adds to weigh them. Without one, a fired signal adds nothing (rules
+// that name it with signal: still see it), so that an Anubis policy
+// decides as it does in Anubis.
+func (p *Policy) MaatSignals() (on bool, why string) {
+	if p.signalsAt != "" {
+		return true, "Maat's signals add weight (signals: at " + p.signalsAt + ")"
+	}
+	return false, "Maat's signals add no weight (no signals: section; `- import: " + builtinPrefix + "maat-signals.yaml` under bots: switches them on)"
+}
+
 // StatusCodes returns the HTTP status codes the policy's status_codes:
 // section (Anubis's key) sets for challenge and deny pages; 0 for one
 // that is not set, which leaves the edge's default (403).
@@ -256,7 +287,7 @@ func compile(pf *parsed, opts Options) (*Policy, error) {
 	for _, t := range p.thresholds {
 		h.Write([]byte(t.id))
 	}
-	fmt.Fprint(h, p.weights, p.off, p.status, p.hosting)
+	fmt.Fprint(h, p.weights, p.off, p.signalsAt != "", p.status, p.hosting)
 	p.version = hex.EncodeToString(h.Sum(nil)[:8])
 	return p, nil
 }
@@ -272,6 +303,9 @@ func (p *Policy) applySettings(pf *parsed) ([]*fileThreshold, error) {
 	p.weights = defaultSignalWeights
 	var fts []*fileThreshold
 	for i, s := range append(slices.Clone(pf.imported), pf.root) {
+		if p.signalsAt == "" {
+			p.signalsAt = s.signalsAt
+		}
 		for sig, set := range s.signals {
 			switch {
 			case !set.set:
@@ -304,7 +338,7 @@ func (p *Policy) applySettings(pf *parsed) ([]*fileThreshold, error) {
 		// Anubis's default thresholds (also for thresholds: []): any
 		// weight above zero is challenged.
 		fts = []*fileThreshold{{Name: "legacy-anubis-behaviour", Expression: &exprOrList{Expr: "weight > 0"},
-			Action: "CHALLENGE", Challenge: &fileChallenge{Algorithm: "fast", Difficulty: 4}, src: "(default)"}}
+			Action: "CHALLENGE", Challenge: &fileChallenge{Algorithm: "fast", Difficulty: defaultDifficulty}, src: "(default)"}}
 	}
 	return fts, nil
 }
@@ -389,7 +423,7 @@ func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, erro
 	n := 0
 	if fr.UserAgentRegex != nil {
 		n++
-		m, err := p.ua.compile(*fr.UserAgentRegex)
+		m, err := p.ua.compile(strings.TrimSpace(*fr.UserAgentRegex)) // as Anubis compiles it
 		if err != nil {
 			errs = append(errs, fmt.Errorf("user_agent_regex: %w", err))
 		}
@@ -397,7 +431,7 @@ func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, erro
 	}
 	if fr.PathRegex != nil {
 		n++
-		m, err := p.path.compile(*fr.PathRegex)
+		m, err := p.path.compile(strings.TrimSpace(*fr.PathRegex))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("path_regex: %w", err))
 		}
@@ -410,12 +444,21 @@ func (p *Policy) compileMatchers(r *rule, fr *fileRule, env *cel.Env) (int, erro
 	slices.Sort(keys)
 	for _, k := range keys {
 		n++
-		re, err := regexp.Compile(fr.HeadersRegex[k])
-		if err != nil {
-			errs = append(errs, fmt.Errorf("headers_regex %s: %w", k, err))
+		name := strings.TrimSpace(k)
+		if name == "" {
+			errs = append(errs, errors.New("headers_regex: a header name is empty"))
 			continue
 		}
-		r.headers = append(r.headers, headerRegex{name: canonicalHeader(k), re: re})
+		h := headerRegex{name: canonicalHeader(name)}
+		if expr := fr.HeadersRegex[k]; expr != ".*" {
+			re, err := regexp.Compile(strings.TrimSpace(expr))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("headers_regex %s: %w", k, err))
+				continue
+			}
+			h.re = re
+		}
+		r.headers = append(r.headers, h)
 	}
 	var prefixes []netip.Prefix
 	for _, s := range fr.RemoteAddresses {
@@ -478,6 +521,9 @@ func (p *Policy) compileExpr(r *rule, fr *fileRule, env *cel.Env) error {
 		return err
 	}
 	r.expr = prg
+	if err := p.checkDNSCalls(a.NativeRep().Expr()); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, ref := range a.NativeRep().ReferenceMap() {
 		seen[ref.Name] = true
@@ -489,6 +535,47 @@ func (p *Policy) compileExpr(r *rule, fr *fileRule, env *cel.Env) error {
 		p.warnings = append(p.warnings, fmt.Sprintf("%s: rule %q: expression reads country, which is always \"\" without a country database (geo.country_db in edge.yaml)", fr.src, fr.Name))
 	}
 	return nil
+}
+
+// checkDNSCalls checks the calls of Anubis's DNS functions in e: Maat
+// answers verifyFCrDNS and reverseDNS for the request's own address, which
+// the edge looks up (Request.FCrDNS), so their first argument must be
+// remoteAddress; a constant pattern of verifyFCrDNS must compile, and is
+// compiled once.
+func (p *Policy) checkDNSCalls(e ast.Expr) error {
+	var errs []error
+	ast.PostOrderVisit(e, ast.NewExprVisitor(func(e ast.Expr) {
+		if e.Kind() != ast.CallKind {
+			return
+		}
+		c := e.AsCall()
+		fn := c.FunctionName()
+		if fn != fnVerifyFCrDNS && fn != fnReverseDNS {
+			return
+		}
+		args := c.Args()
+		if len(args) == 0 || !isIdent(args[0], "remoteAddress") {
+			errs = append(errs, fmt.Errorf("%s: the first argument must be remoteAddress: Maat looks up the address of the request, not others", fn))
+			return
+		}
+		if fn != fnVerifyFCrDNS || len(args) < 2 || args[1].Kind() != ast.LiteralKind {
+			return
+		}
+		pat, ok := args[1].AsLiteral().(types.String)
+		if !ok {
+			return
+		}
+		re, err := regexp.Compile(string(pat))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: pattern %q: %w", fn, string(pat), err))
+			return
+		}
+		if p.dnsPatterns == nil {
+			p.dnsPatterns = map[string]*regexp.Regexp{}
+		}
+		p.dnsPatterns[string(pat)] = re
+	}))
+	return errors.Join(errs...)
 }
 
 // parsePrefix reads a CIDR prefix or a single address.
@@ -504,35 +591,59 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return pfx.Masked(), nil
 }
 
-// challenge reads a challenge block: algorithm fast, slow or pow (proof of
-// work) or metarefresh; bits, or Anubis's difficulty read as 4·difficulty
-// bits. The default is Anubis's: fast, difficulty 4.
+// Challenge difficulty. A policy file writes Anubis's difficulty: the
+// number of leading hexadecimal zeros its proof of work asks for, 0 to 64
+// (github.com/TecharoHQ/anubis lib/config ChallengeRules). Maat's proof of
+// work counts leading zero bits, so difficulty N is 4·N bits, derived and
+// never the other way round; bits: N (Maat's) says the bits directly.
+const (
+	// maxDifficulty is Anubis's upper bound of difficulty.
+	maxDifficulty = 64
+	// bitsPerDifficulty: one hexadecimal zero is four zero bits.
+	bitsPerDifficulty = 4
+	// defaultDifficulty is Anubis's (anubis.DefaultDifficulty): the
+	// difficulty of a CHALLENGE rule without a challenge: block and of the
+	// default threshold.
+	defaultDifficulty = 4
+)
+
+// challenge reads a challenge block as Anubis reads it: algorithm fast,
+// slow (proof of work; Maat's pow is the same), metarefresh or preact,
+// and difficulty 0 to 64, read as 4·difficulty bits (or Maat's bits). A
+// block without difficulty asks for difficulty 0, as in Anubis; a rule
+// without a block asks for Anubis's default, difficulty 4.
 func (p *Policy) challenge(fc *fileChallenge, src string) (Challenge, error) {
-	c := Challenge{Algorithm: "pow", Bits: 16}
+	c := Challenge{Algorithm: "pow", Bits: bitsPerDifficulty * defaultDifficulty}
 	if fc == nil {
 		return c, nil
 	}
+	var errs []error
 	switch fc.Algorithm {
-	case "", "fast", "slow", "pow":
+	case "fast", "slow", "pow":
 	case "metarefresh":
 		c.Algorithm = "metarefresh"
 	case "preact":
-		p.warnings = append(p.warnings, src+": challenge algorithm preact is served as proof of work")
+		p.warnings = append(p.warnings, src+": challenge algorithm preact (Anubis's \"proof of React\") is served as proof of work")
+	case "":
+		if fc.Bits == 0 { // Maat's bits: implies the proof of work
+			errs = append(errs, errors.New("challenge: algorithm: is required (fast, slow, metarefresh, preact), as in Anubis"))
+		}
 	default:
-		return c, fmt.Errorf("unknown challenge algorithm %q (fast, slow, pow, metarefresh, preact)", fc.Algorithm)
+		errs = append(errs, fmt.Errorf("unknown challenge algorithm %q (fast, slow, pow, metarefresh, preact)", fc.Algorithm))
 	}
 	switch {
 	case fc.Bits != 0 && fc.Difficulty != 0:
-		return c, errors.New("challenge: set bits or difficulty, not both")
+		errs = append(errs, errors.New("challenge: set bits or difficulty, not both"))
+	case fc.Bits < 0 || fc.Bits > maxDifficulty:
+		errs = append(errs, fmt.Errorf("challenge: bits: %d is out of range 0..%d", fc.Bits, maxDifficulty))
 	case fc.Bits != 0:
 		c.Bits = fc.Bits
-	case fc.Difficulty != 0:
-		c.Bits = 4 * fc.Difficulty
+	case fc.Difficulty < 0 || fc.Difficulty > maxDifficulty:
+		errs = append(errs, fmt.Errorf("challenge: difficulty: %d is out of range 0..%d (leading hexadecimal zeros, as in Anubis)", fc.Difficulty, maxDifficulty))
+	default:
+		c.Bits = bitsPerDifficulty * fc.Difficulty
 	}
-	if c.Bits < 1 || c.Bits > 64 {
-		return c, fmt.Errorf("challenge: %d bits is out of range 1..64 (difficulty 1..16)", c.Bits)
-	}
-	return c, nil
+	return c, errors.Join(errs...)
 }
 
 func (r *rule) setRate(fr *fileRate) error {

@@ -25,7 +25,7 @@ func TestRerouteAndDivert(t *testing.T) {
 thresholds:
   - { name: ok, expression: weight <= 0, action: ALLOW }
   - { name: heavy, expression: weight >= 80, action: DIVERT, divert_to: maze }
-  - { name: rest, expression: "true", action: CHALLENGE }
+  - { name: rest, expression: "true", action: CHALLENGE, challenge: { algorithm: fast, difficulty: 4 } }
 `
 	p := mustParse(t, src)
 	tests := []struct {

@@ -6,7 +6,7 @@ import (
 	"path"
 )
 
-//go:embed default.yaml lists/*.yaml lists/*.txt
+//go:embed default.yaml lists/*.yaml lists/*.txt all:anubisdata/data anubisdata/SOURCE anubisdata/LICENSE
 var embedded embed.FS
 
 // DefaultName is the name errors and Explain give the embedded default

@@ -33,7 +33,7 @@
 //	    user_agent_regex: Mozilla
 //	    action: WEIGH
 //	    weight: { adjust: 10 }
-//	  - import: rules/*.yaml                # files (globs), (builtin)/name.yaml
+//	  - import: rules/*.yaml                # files (globs), (builtin)/name.yaml, (data)/name.yaml
 //	signals: { ua_tls_mismatch: 30, proto_mismatch: off }
 //	hosting_asns: { add: [64501], remove: [24940] }
 //	status_codes: { CHALLENGE: 403, DENY: 403 }
@@ -43,7 +43,7 @@
 //	  - name: heavy
 //	    expression: { all: [weight >= 30] }
 //	    action: CHALLENGE
-//	    challenge: { algorithm: metarefresh, difficulty: 4 }   # difficulty N = 4·N bits
+//	    challenge: { algorithm: metarefresh, difficulty: 4 }   # Anubis's difficulty: 4·N bits
 //
 // All matchers of a rule must hold. The first matching rule whose action is
 // not WEIGH decides; WEIGH rules before it and fired signals add their
@@ -61,41 +61,63 @@
 // Options.DivertTargets let the edge check the names exist).
 //
 // Imports: a relative name is read next to the importing file, else from
-// the working directory (where Anubis reads it); (builtin)/default.yaml
-// is the whole default policy, so that `- import: (builtin)/default.yaml`
-// after one's own rules extends it: the imported policy's thresholds,
-// signals, status_codes and hosting_asns apply unless the importing file
-// sets its own. Anubis's embedded (data)/ lists that Maat has a list for
-// (keep-internet-working, crawlers/_allow-good, bots/, clients/git) are
-// imported as Maat's with a warning; others are refused.
+// the working directory (where Anubis reads it); a glob's files come in
+// Anubis's natural order, and a file may hold several YAML documents.
+// (builtin)/default.yaml is the whole default policy, so that
+// `- import: (builtin)/default.yaml` after one's own rules extends it: the
+// imported policy's thresholds, signals, status_codes and hosting_asns
+// apply unless the importing file sets its own. (data)/name is a file of
+// Anubis's policy tree (its data/ directory: botPolicies.yaml and the
+// snippets), which Maat embeds as anubisdata/ at the version
+// AnubisVersion returns, with Anubis's MIT license; anubisdata/sync.sh
+// (make anubis-data) copies it from the Anubis module and records it in
+// anubisdata/SOURCE.
 //
-// Anubis files load as they are: sections only Anubis uses (openGraph,
-// impressum, logging, metrics, store, dnsbl, dns_ttl, honeypot, geoip)
-// give one warning each, after the checks Anubis makes of them, so that a
-// file Anubis refuses is refused here; a regular expression that ends in a
-// newline (YAML ">") is refused, as Anubis refuses it. asns: and geoip:
-// rules need the edge's geo databases (Options.Geo): without them they load
-// with a warning naming geo.asn_db or geo.country_db and never match.
-// status_codes: sets the status of challenge and deny pages
-// (Policy.StatusCodes). CEL expressions see Anubis's variables
-// (remoteAddress, contentLength, host, method, userAgent, path, query,
-// headers, load_1m/5m/15m, which are always 0) and functions
-// (missingHeader, segments, regexSafe, randInt; not the DNS functions), and
-// also ja4, hfp, h2fp, clientFamily, h2Family, proto, asn (0 when unknown)
-// and country (ISO 3166-1 alpha-2, "" when unknown). CEL is the language of
-// https://github.com/google/cel-spec/blob/master/doc/langdef.md; regular
-// expressions are Go's RE2 syntax (package regexp).
+// Anubis files load as they are, and decide as in Anubis (measured by
+// TestAnubisDifferential against Anubis's own server; docs/policy.md
+// lists what remains different). Every key of Anubis's files is read with
+// Anubis's meaning or refused naming the key and the Anubis version that
+// added it (DEBUG_BENCHMARK, dnsbl: true, lookupHost). Sections only
+// Anubis uses (openGraph, impressum, logging, metrics, store, dns_ttl,
+// honeypot) are checked as Anubis checks them, so that a file Anubis
+// refuses is refused here, and then give one warning each. A regular
+// expression that ends in a newline (YAML ">") is refused, as Anubis
+// refuses it; headers_regex reads a missing header as "". Anubis's
+// difficulty (0 to 64 leading hexadecimal zeros) is read as 4·difficulty
+// bits; a challenge block without difficulty asks for 0, as in Anubis.
+// asns: and geoip: rules need the edge's geo databases (Options.Geo):
+// without them they load with a warning naming geo.asn_db or
+// geo.country_db and never match. status_codes: sets the status of
+// challenge and deny pages (Policy.StatusCodes).
+//
+// CEL expressions see Anubis's environment: its variables (remoteAddress,
+// contentLength, host, method, userAgent, path, query and headers as
+// net/http holds them, load_1m/5m/15m, which are always 0), its functions
+// (missingHeader, segments, regexSafe, randInt, arpaReverseIP,
+// verifyFCrDNS and reverseDNS of remoteAddress; not lookupHost) and the
+// strings extension; and also ja4, hfp, h2fp, clientFamily, h2Family, proto, asn (0
+// when unknown) and country (ISO 3166-1 alpha-2, "" when unknown).
+// verifyFCrDNS and reverseDNS read Request.FCrDNS, which the caller looks
+// up (Verifier.FCrDNS) when an evaluation says it needs it
+// (Decision.NeedFCrDNS), and then evaluates again: Evaluate itself does no
+// I/O. An expression that fails at run time does not match. CEL is the
+// language of https://github.com/google/cel-spec/blob/master/doc/langdef.md;
+// regular expressions are Go's RE2 syntax (package regexp).
 //
 // # Signals
 //
-// Built-in signals add weight and can be matched by rules: ua_tls_mismatch
+// Built-in signals can be matched by rules, and add weight under a policy
+// that has a signals: section, its own or an imported policy's: Maat's
+// default policy, or (builtin)/maat-signals.yaml, the one line an Anubis
+// policy adds to weigh them (Policy.MaatSignals): ua_tls_mismatch
 // (a browser User-Agent on a TLS stack that is not that browser's, from the
 // JA4 known-client table; the browser part of a bot's User-Agent counts),
 // browser_headers_missing (a claimed browser without the headers every
 // browser sends, or with a header order no browser uses), proto_mismatch (a
 // modern browser on HTTP/1.1 over TLS), fake_crawler and verified_crawler
 // (forward-confirmed reverse DNS, RFC 1912 section 2.1, or the crawler's
-// published address ranges, checked by a Verifier before evaluation),
+// published address ranges, PublishedRanges, checked by a Verifier before
+// evaluation),
 // headless (HeadlessChrome, PhantomJS, SlimerJS), hosting_asn (a browser
 // User-Agent from a hosting or cloud network: lists/hosting-asns.txt, or
 // the policy's hosting_asns:) and tls_http_mismatch (a parrot: a browser's

@@ -31,6 +31,7 @@ func (p *Policy) Evaluate(r *Request) Decision {
 // evaluate is Evaluate with an optional trace for Explain.
 func (p *Policy) evaluate(r *Request, d *Decision, sc *scan, trace *strings.Builder) {
 	d.p = p
+	defer func() { d.NeedFCrDNS = sc.act != nil && sc.act.needDNS }()
 	ua := headerValue(r, "User-Agent")
 	sc.uaAll = p.ua.scan(ua, &sc.uaFound, &sc.uaSum)
 	sc.pathAll = p.path.scan(r.Path, &sc.pathFound, &sc.pathSum)
@@ -43,6 +44,12 @@ func (p *Policy) evaluate(r *Request, d *Decision, sc *scan, trace *strings.Buil
 	d.Signals = raw &^ p.off
 	d.BrowserAgrees = browserAgrees(r, claim)
 	for s := range d.Signals.All {
+		if p.signalsAt == "" {
+			if trace != nil {
+				fmt.Fprintf(trace, "signal %s: fired, no weight (Maat's signals are not in force: no signals: section)\n", s)
+			}
+			continue
+		}
 		d.Weight += p.weights[s]
 		if trace != nil {
 			fmt.Fprintf(trace, "signal %s: weight %+d\n", s, p.weights[s])
@@ -135,15 +142,15 @@ func (p *Policy) matches(ru *rule, r *Request, ua string, sigs Signals, sc *scan
 	for _, h := range ru.headers {
 		v := headerValue(r, h.name)
 		if v == "" && h.name == "Host" {
-			v = r.Host
+			v = r.Host // Go moves Host out of the header; Maat reads it
 		}
-		if v == "" || !h.re.MatchString(v) {
+		if h.re == nil && v == "" || h.re != nil && !h.re.MatchString(v) {
 			return false
 		}
 	}
 	if ru.expr != nil {
 		if sc.act == nil {
-			sc.act = &activation{r: r}
+			sc.act = &activation{p: p, r: r}
 		}
 		if !evalBool(ru.expr, sc.act) {
 			return false
@@ -176,13 +183,17 @@ type Checks struct {
 	// Geo: the geo databases were consulted (Request.ASN, ASOrg and
 	// Country are their answer).
 	Geo bool
+	// FCrDNS: forward-confirmed reverse DNS of the address was looked up
+	// (Request.FCrDNS is the answer), as the edge does when an evaluation
+	// reaches verifyFCrDNS or reverseDNS (Decision.NeedFCrDNS).
+	FCrDNS bool
 }
 
 // Explain is ExplainChecks with the checks inferred from r: crawler
 // verification ran when r.CrawlerVerified is not CrawlerUnchecked, geo
-// when r.ASN or r.Country is set.
+// when r.ASN or r.Country is set, reverse DNS when r.FCrDNS is checked.
 func (p *Policy) Explain(r *Request) string {
-	return p.ExplainChecks(r, Checks{Crawler: r.CrawlerVerified != CrawlerUnchecked, Geo: r.ASN != 0 || r.Country != ""})
+	return p.ExplainChecks(r, Checks{Crawler: r.CrawlerVerified != CrawlerUnchecked, Geo: r.ASN != 0 || r.Country != "", FCrDNS: r.FCrDNS.Checked})
 }
 
 // ExplainChecks evaluates r as Evaluate does and describes, line by line,
@@ -199,6 +210,7 @@ func (p *Policy) ExplainChecks(r *Request, ran Checks) string {
 	fmt.Fprintf(&b, "policy %s\n", p.version)
 	p.explainChecks(&b, r, ran)
 	p.evaluate(r, &d, &sc, &b)
+	p.explainFCrDNS(&b, r, &d, ran)
 	fmt.Fprintf(&b, "decision: %s weight=%d", d.Action, d.Weight)
 	switch d.Action {
 	case CHALLENGE:
@@ -262,6 +274,27 @@ func (p *Policy) explainChecks(b *strings.Builder, r *Request, ran Checks) {
 		b.WriteString("check geo: SKIPPED: no geo database (geo.asn_db, geo.country_db); asns:, geoip:, asn, country and hosting_asn see nothing\n")
 	default:
 		fmt.Fprintf(b, "check geo: SKIPPED: no ASN or country given for %s; asns:, geoip:, asn, country and hosting_asn see nothing\n", r.RemoteAddr)
+	}
+}
+
+// explainFCrDNS says what forward-confirmed reverse DNS found, when an
+// expression read it, or that the lookup was skipped.
+func (p *Policy) explainFCrDNS(b *strings.Builder, r *Request, d *Decision, ran Checks) {
+	f := &r.FCrDNS
+	switch {
+	case d.NeedFCrDNS:
+		b.WriteString("check reverse DNS: SKIPPED: an expression reads verifyFCrDNS or reverseDNS; live, the edge looks the address up and decides again, so the decision may differ\n")
+	case !ran.FCrDNS || !f.Checked:
+	case f.Failed:
+		b.WriteString("check reverse DNS: ran: the lookup failed (verifyFCrDNS is false)\n")
+	case len(f.Names) == 0:
+		b.WriteString("check reverse DNS: ran: no PTR record\n")
+	default:
+		confirmed := "none resolves back to the address"
+		if f.Confirmed {
+			confirmed = "one resolves back to the address"
+		}
+		fmt.Fprintf(b, "check reverse DNS: ran: %s; %s\n", strings.Join(f.Names, ", "), confirmed)
 	}
 }
 

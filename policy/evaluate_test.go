@@ -266,6 +266,10 @@ func TestDefaultPolicy(t *testing.T) {
 		{"robots.txt", func() *Request { r := curlRequest(uaGPTBot); r.Path = "/robots.txt"; return r }, ALLOW, 0, "robots-txt", nil},
 		{"well-known", func() *Request { r := chromeRequest(); r.Path = "/.well-known/security.txt"; return r }, ALLOW, 0, "well-known", nil},
 		{"favicon", func() *Request { r := chromeRequest(); r.Path = "/favicon.ico"; return r }, ALLOW, 0, "favicon", nil},
+		{"sitemap", func() *Request { r := chromeRequest(); r.Path = "/sitemap.xml"; return r }, ALLOW, 0, "sitemap", nil},
+		{"sitemap index", func() *Request { r := curlRequest(uaGooglebot); r.Path = "/sitemap_index.xml"; return r }, ALLOW, 0, "sitemap", nil},
+		{"sitemap part, gzipped", func() *Request { r := chromeRequest(); r.Path = "/sitemap-posts.xml.gz"; return r }, ALLOW, 0, "sitemap", nil},
+		{"not a sitemap", func() *Request { r := chromeRequest(); r.Path = "/sitemap.xml.php"; return r }, CHALLENGE, 12, "browser", nil},
 		{"firefox", func() *Request {
 			r := chromeRequest()
 			r.Header.Set("User-Agent", uaFirefox)

@@ -161,6 +161,7 @@ type parsed struct {
 type settings struct {
 	thresholds []*fileThreshold // empty: not set (Anubis: the default thresholds)
 	signals    [numSignals]signalSetting
+	signalsAt  string  // file:line of a signals: section; "" when there is none
 	status     [2]*int // CHALLENGE, DENY; nil: not set
 	hosting    *hostingEdit
 }
@@ -198,9 +199,6 @@ func parseFile(name string, data []byte, opts Options) (*parsed, error) {
 	}
 	if err := l.top(name, root); err != nil {
 		return nil, err
-	}
-	if len(l.p.rules) == 0 {
-		return nil, fmt.Errorf("%w: %s: no rules (an empty bots: list, or only skipped rules)", ErrInvalid, at(name, root))
 	}
 	return l.p, nil
 }
@@ -276,9 +274,12 @@ func (l *loader) warn(format string, args ...any) {
 	l.p.warnings = append(l.p.warnings, fmt.Sprintf(format, args...))
 }
 
+// top reads the policy file itself. Its bots: list must not be empty, as
+// Anubis requires ("must define at least one (1) bot rule"); the rules its
+// imports bring may be none (an import of an empty list), as in Anubis.
 func (l *loader) top(name string, root *yaml.Node) error {
 	if root.Kind == yaml.SequenceNode {
-		return l.bots(name, root, 0)
+		return l.rootBots(name, root)
 	}
 	if root.Kind != yaml.MappingNode {
 		return fmt.Errorf("%w: %s: a policy is a mapping with a bots: key", ErrInvalid, at(name, root))
@@ -289,7 +290,7 @@ func (l *loader) top(name string, root *yaml.Node) error {
 		k, v := root.Content[i], root.Content[i+1]
 		if k.Value == "bots" {
 			haveBots = true
-			errs = append(errs, l.bots(name, v, 0))
+			errs = append(errs, l.rootBots(name, v))
 			continue
 		}
 		errs = append(errs, l.section(name, k, v, &l.p.root))
@@ -300,12 +301,22 @@ func (l *loader) top(name string, root *yaml.Node) error {
 	return errors.Join(errs...)
 }
 
+// rootBots reads the policy file's own list of rules, which must not be
+// empty.
+func (l *loader) rootBots(name string, seq *yaml.Node) error {
+	if seq.Kind == yaml.SequenceNode && len(seq.Content) == 0 || seq.Kind == yaml.ScalarNode && seq.Tag == "!!null" {
+		return fmt.Errorf("%w: %s: bots: has no rules; a policy needs at least one (as in Anubis)", ErrInvalid, at(name, seq))
+	}
+	return l.bots(name, seq, 0)
+}
+
 // section reads one top-level section other than bots: into s.
 func (l *loader) section(name string, k, v *yaml.Node, s *settings) error {
 	switch k.Value {
 	case "thresholds":
 		return l.thresholds(name, v, s)
 	case "signals":
+		s.signalsAt = at(name, k)
 		return l.signals(name, v, s)
 	case "status_codes":
 		return l.statusCodes(name, v, s)
@@ -313,8 +324,13 @@ func (l *loader) section(name string, k, v *yaml.Node, s *settings) error {
 		return l.hostingASNs(name, v, s)
 	}
 	if why, ok := anubisOnly[k.Value]; ok {
-		l.warn("%s: %s: Anubis-only section ignored: %s", at(name, k), k.Value, why)
-		return anubisSection(name, k.Value, v)
+		if err := anubisSection(name, k.Value, v); err != nil {
+			return err
+		}
+		if !anubisSectionInert(k.Value, v) {
+			l.warn("%s: %s: Anubis-only section ignored: %s", at(name, k), k.Value, why)
+		}
+		return nil
 	}
 	l.warn("%s: unknown section %q ignored", at(name, k), k.Value)
 	return nil
@@ -377,8 +393,7 @@ func (l *loader) rule(name string, n *yaml.Node, depth int) error {
 		return decodeError(name, n, err)
 	}
 	if r.Action == "DEBUG_BENCHMARK" {
-		l.warn("%s: rule %q: action DEBUG_BENCHMARK not supported; rule skipped", r.src, r.Name)
-		return nil
+		return fmt.Errorf("%w: %s: rule %q: action DEBUG_BENCHMARK (Anubis's hash-rate benchmark page, a debugging aid of Anubis v1.16.0) is not supported", ErrInvalid, r.src, r.Name)
 	}
 	if r.RerouteTo != nil && r.Action != actionDenyAndReroute {
 		l.warn("%s: rule %q: reroute_to is used only with action DENY_AND_REROUTE; ignored", r.src, r.Name)

@@ -133,8 +133,6 @@ func TestAnubisExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Maat's signals are not part of Anubis's examples.
-			p.weights = [numSignals]int{}
 			r := chromeRequest()
 			if tt.edit != nil {
 				tt.edit(r)
@@ -155,7 +153,16 @@ func TestAnubisWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := p.Warnings()
-	for _, want := range []string{"dnsbl", "logging", "openGraph", "store",
+	// dnsbl: false and a disabled openGraph ask for nothing Maat leaves
+	// out, and give no warning.
+	for _, quiet := range []string{"dnsbl", "openGraph"} {
+		for _, w := range ws {
+			if strings.Contains(w, quiet) {
+				t.Errorf("warning names %q, which asks for nothing: %s", quiet, w)
+			}
+		}
+	}
+	for _, want := range []string{"logging", "store",
 		`"countries-with-aggressive-scrapers": geoip: needs a country database (geo.country_db`,
 		`"aggressive-asns-without-functional-abuse-contact": asns: needs an ASN database (geo.asn_db`, "preact"} {
 		n := 0

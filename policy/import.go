@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -27,13 +29,7 @@ func (l *loader) importFiles(from string, v *yaml.Node, depth int) error {
 		return fmt.Errorf("%w: %s: imports nested deeper than %d", ErrImport, at(from, v), maxImportDepth)
 	}
 	if strings.HasPrefix(pattern, anubisDataPrefix) {
-		b, ok := anubisDataBuiltin(pattern)
-		if !ok {
-			return fmt.Errorf("%w: %s: %s is one of Anubis's embedded files, which Maat does not ship; use Maat's built-in lists instead: %s",
-				ErrImport, at(from, v), pattern, strings.Join(BuiltinLists(), ", "))
-		}
-		l.warn("%s: %s is one of Anubis's embedded lists, which Maat does not ship; Maat's %s, which serves the same purpose with Maat's own rules, is imported in its place", at(from, v), pattern, b)
-		pattern = b
+		return l.importAnubisData(from, v, depth)
 	}
 	if strings.HasPrefix(pattern, builtinPrefix) {
 		data, err := readBuiltin(pattern)
@@ -100,6 +96,7 @@ func (l *loader) importGlob(from string, v *yaml.Node, cands []string, depth int
 			break
 		}
 	}
+	sortNatural(names) // Anubis's order of the files a glob matches
 	if len(names) == 0 {
 		return fmt.Errorf("%w: %s: %s matches no file; tried %s", ErrImport, at(from, v), v.Value, describeCandidates(from, cands))
 	}
@@ -119,13 +116,40 @@ func (l *loader) importOne(from string, v *yaml.Node, name string, data []byte, 
 	if l.visiting[name] {
 		return fmt.Errorf("%w: %s: import cycle through %s", ErrImport, at(from, v), name)
 	}
-	root, err := decodeRoot(name, data)
+	docs, err := decodeDocuments(name, data)
 	if err != nil {
 		return err
 	}
 	l.visiting[name] = true
 	defer delete(l.visiting, name)
-	return l.imported(name, root, depth+1)
+	var errs []error
+	for _, root := range docs {
+		errs = append(errs, l.imported(name, root, depth+1))
+	}
+	return errors.Join(errs...)
+}
+
+// decodeDocuments reads every YAML document of an imported file, as Anubis
+// reads them (a file may hold several lists of rules, separated by ---).
+// Empty documents are skipped.
+func decodeDocuments(name string, data []byte) ([]*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []*yaml.Node
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s", ErrSyntax, yamlErrorAt(name, err, data))
+		}
+		if len(doc.Content) == 0 || doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null" {
+			continue
+		}
+		docs = append(docs, doc.Content[0])
+	}
+	return docs, nil
 }
 
 // imported reads an imported file: a list of rules (Anubis's snippets), or

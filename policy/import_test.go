@@ -119,7 +119,7 @@ func TestImportDefaultPolicy(t *testing.T) {
 				t.Errorf("chrome: %s %q, want the default's CHALLENGE browser", d.Action, d.Rule)
 			}
 		}},
-		{"own signals and thresholds win", "bots:\n  - import: (builtin)/default.yaml\nsignals: {headless: 45, hosting_asn: off}\nstatus_codes: {CHALLENGE: 401}\nthresholds: [{name: mine, expression: weight < 5, action: ALLOW}, {name: rest, expression: 'true', action: CHALLENGE}]\n", func(t *testing.T, p *Policy) {
+		{"own signals and thresholds win", "bots:\n  - import: (builtin)/default.yaml\nsignals: {headless: 45, hosting_asn: off}\nstatus_codes: {CHALLENGE: 401}\nthresholds: [{name: mine, expression: weight < 5, action: ALLOW}, {name: rest, expression: 'true', action: CHALLENGE, challenge: {bits: 16}}]\n", func(t *testing.T, p *Policy) {
 			if p.weights[SignalHeadless] != 45 || p.weights[SignalUATLSMismatch] != 30 || p.off != 1<<SignalHostingASN {
 				t.Errorf("weights %v off %b", p.weights, p.off)
 			}

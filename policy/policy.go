@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"regexp"
+	"slices"
 )
 
 // Errors returned by Parse and Load; the returned errors wrap them.
@@ -129,6 +131,43 @@ type Request struct {
 	// Country is the client address's country from the geo country
 	// database, ISO 3166-1 alpha-2 in upper case ("US"); "" when unknown.
 	Country string
+	// FCrDNS is what forward-confirmed reverse DNS found for RemoteAddr,
+	// which Anubis's verifyFCrDNS and reverseDNS expressions read. The
+	// zero value: not looked up; an evaluation that needs it says so
+	// (Decision.NeedFCrDNS), and the caller looks it up (Verifier.FCrDNS)
+	// and evaluates again.
+	FCrDNS FCrDNS
+}
+
+// FCrDNS is the outcome of forward-confirmed reverse DNS (RFC 1912 section
+// 2.1) for an address: its PTR names, and whether the address records of
+// one of them include the address.
+type FCrDNS struct {
+	// Checked: the lookups ran.
+	Checked bool
+	// Failed: the reverse lookup failed for another reason than that the
+	// address has no PTR record.
+	Failed bool
+	// Names are the address's PTR names, without the final dot.
+	Names []string
+	// Confirmed: the A or AAAA records of one of Names include the address.
+	Confirmed bool
+}
+
+// verify is Anubis's verifyFCrDNS (internal/dns VerifyFCrDNS): false when
+// the reverse lookup failed; with no PTR names, true only without a
+// pattern; with a pattern, one name must match it; then one name (any)
+// must resolve back to the address.
+func (f *FCrDNS) verify(pattern *regexp.Regexp) bool {
+	switch {
+	case f.Failed:
+		return false
+	case len(f.Names) == 0:
+		return pattern == nil
+	case pattern != nil && !slices.ContainsFunc(f.Names, pattern.MatchString):
+		return false
+	}
+	return f.Confirmed
 }
 
 // CrawlerCheck is the outcome of crawler verification.
@@ -192,6 +231,11 @@ type Decision struct {
 	// DivertTo names the divert: target (edge.yaml) the request is proxied
 	// to when Action is DIVERT; "" otherwise.
 	DivertTo string
+	// NeedFCrDNS reports that evaluation reached an expression that reads
+	// forward-confirmed reverse DNS (Anubis's verifyFCrDNS or reverseDNS)
+	// while Request.FCrDNS was not checked; those calls answered false (no
+	// names). Look the address up (Verifier.FCrDNS) and evaluate again.
+	NeedFCrDNS bool
 	// BrowserAgrees reports that the User-Agent claims a browser, without a
 	// bot token, and that the TLS fingerprint's known-client family is that
 	// browser's (Chromium-based: chrome or edge; Firefox: firefox; Safari

@@ -103,6 +103,11 @@ type uaClaim struct {
 	major    int
 	bot      bool // a bot convention ("compatible;", "+http", a bot/ token) or text before "Mozilla/5.0 ("
 	headless bool // HeadlessChrome, PhantomJS or SlimerJS
+	// legacy: a Gecko fork that names a Firefox version for
+	// compatibility but is older underneath (Goanna: Pale Moon, Basilisk):
+	// no Fetch Metadata (Firefox 90), so not held to a modern browser's
+	// headers, protocol or header order.
+	legacy bool
 }
 
 // parseUA reads the browser claim of a User-Agent without allocating. A
@@ -120,7 +125,8 @@ func parseUA(ua string) uaClaim {
 		return c
 	}
 	c.bot = at > 0 || strings.Contains(ua, "compatible;") || strings.Contains(ua, "+http") ||
-		strings.Contains(ua, "bot/") || strings.Contains(ua, "Bot/")
+		strings.Contains(ua, "bot/") || strings.Contains(ua, "Bot/") ||
+		strings.Contains(ua, "bot-") || strings.Contains(ua, "Bot-") // Storebot-Google/1.0, AdsBot-Google
 	if strings.Contains(ua, "(iPhone") || strings.Contains(ua, "(iPad") {
 		c.brand = brandIOS
 		c.major = versionAfter(ua, "Version/")
@@ -131,6 +137,7 @@ func parseUA(ua string) uaClaim {
 	}
 	if v := versionAfter(ua, "Firefox/"); v > 0 {
 		c.brand, c.major = brandFirefox, v
+		c.legacy = strings.Contains(ua, "Goanna/") || strings.Contains(ua, "PaleMoon/") || strings.Contains(ua, "Basilisk/")
 		return c
 	}
 	if v := versionAfter(ua, "Chrome/"); v > 0 {
@@ -301,6 +308,9 @@ func browserAgrees(r *Request, c uaClaim) bool {
 // modernBrowser reports a browser version that speaks HTTP/2 and sends
 // Sec-Fetch-* headers.
 func modernBrowser(c uaClaim) bool {
+	if c.legacy {
+		return false
+	}
 	switch c.brand {
 	case brandChromium:
 		return c.major >= 80
@@ -351,8 +361,8 @@ func browserHeadersMissing(r *Request, c uaClaim) bool {
 			return true
 		}
 	}
-	if len(r.HeaderOrder) == 0 {
-		return false
+	if len(r.HeaderOrder) == 0 || c.legacy {
+		return false // the order of a legacy Gecko fork's headers is not known
 	}
 	if r.HeaderOrder[0] != "" && r.HeaderOrder[0][0] == ':' {
 		// Pseudo-header orders are known for HTTP/2; browsers' HTTP/3

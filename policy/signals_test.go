@@ -3,6 +3,7 @@ package policy
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -346,5 +347,62 @@ func TestLied(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSignalsRealHeaderSets: browser_headers_missing and proto_mismatch
+// stay quiet for real clients that send fewer headers than a current
+// browser: Pale Moon (a Gecko fork from before Fetch Metadata, whose
+// User-Agent names Firefox/102 for compatibility) and Google's Storebot
+// (a crawler whose User-Agent carries a Chrome part and the token
+// Storebot-Google/1.0, and which sends no Accept-Language), with the
+// headers each sends (anubisdiff_corpus_test.go), over HTTP/1.1 and
+// HTTP/2. A Firefox 133 without Fetch Metadata still fires.
+func TestSignalsRealHeaderSets(t *testing.T) {
+	t.Parallel()
+	p := mustDefault(t)
+	req := func(h [][2]string, proto string) *Request {
+		r := diffRequestToPolicy(diffRequest{Method: "GET", Target: "/", IP: "203.0.113.7", Headers: h})
+		r.Proto = proto
+		r.HeaderOrder = []string{"host"}
+		for _, kv := range h {
+			r.HeaderOrder = append(r.HeaderOrder, strings.ToLower(kv[0]))
+		}
+		if proto == "HTTP/2.0" {
+			r.HeaderOrder = append([]string{":method", ":path", ":authority", ":scheme"}, r.HeaderOrder[1:]...)
+		}
+		return r
+	}
+	firefoxWithout := [][2]string{{"User-Agent", uaFirefox}, {"Accept", "text/html"}, {"Accept-Language", "en"}}
+	tests := []struct {
+		name    string
+		headers [][2]string
+		want    []Signal
+	}{
+		{"pale moon", hdrPaleMoon, nil},
+		{"storebot", hdrGoogleCrawler(uaStorebot), nil},
+		{"storebot mobile", hdrGoogleCrawler(uaStorebotMob), nil},
+		{"firefox 133 without fetch metadata", firefoxWithout, []Signal{SignalBrowserHeadersMissing}},
+	}
+	for _, tt := range tests {
+		for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+			t.Run(tt.name+" "+proto, func(t *testing.T) {
+				t.Parallel()
+				r := req(tt.headers, proto)
+				var got []Signal
+				for s := range p.Evaluate(r).Signals.All {
+					if s == SignalBrowserHeadersMissing || s == SignalProtoMismatch {
+						got = append(got, s)
+					}
+				}
+				want := tt.want
+				if proto == "HTTP/1.1" && tt.want != nil {
+					want = append(slices.Clone(want), SignalProtoMismatch)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("signals %v, want %v\n%s", got, want, p.Explain(r))
+				}
+			})
+		}
 	}
 }

@@ -36,12 +36,17 @@ func (p *Policy) compileThreshold(ft *fileThreshold, env *cel.Env) (threshold, e
 		errs = append(errs, err)
 	}
 	t.action = a
-	if a == CHALLENGE {
+	switch {
+	case a == CHALLENGE && ft.Challenge == nil:
+		errs = append(errs, errors.New("action CHALLENGE needs challenge: {algorithm, difficulty}, as in Anubis"))
+	case ft.Challenge != nil: // checked on any action, as Anubis checks it
 		c, err := p.challenge(ft.Challenge, ft.src)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		t.challenge = c
+		if a == CHALLENGE {
+			t.challenge = c
+		}
 	}
 	switch {
 	case ft.Expression != nil && (ft.Min != nil || ft.Max != nil):
@@ -62,6 +67,8 @@ func (p *Policy) compileThreshold(ft *fileThreshold, env *cel.Env) (threshold, e
 		} else {
 			t.prg = prg
 		}
+	case ft.Min == nil && ft.Max == nil:
+		errs = append(errs, errors.New("expression: is required (or min:/max:)"))
 	default:
 		t.pred = &weightPred{op: "true"}
 		if ft.Min != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // crawler is a well-known crawler: the token its User-Agent carries and the
@@ -76,7 +78,9 @@ type VerifierConfig struct {
 	MaxEntries int
 	// Ranges maps a crawler name (see CrawlerNames) to its published
 	// address ranges (see ParseRanges). A crawler with ranges is verified
-	// by them alone, without DNS.
+	// by them alone, without DNS. If nil, PublishedRanges is used: the
+	// ranges of the crawlers that publish ranges and no reverse DNS names
+	// (DuckDuckBot, Qwantbot, MojeekBot). An empty map turns them off.
 	Ranges map[string][]netip.Prefix
 	// Now returns the current time. If nil, time.Now.
 	Now func() time.Time
@@ -109,6 +113,7 @@ type verifyKey struct {
 
 type verifyEntry struct {
 	check   CrawlerCheck
+	fcrdns  FCrDNS // for fcrdnsKey
 	expires time.Time
 }
 
@@ -128,8 +133,15 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if v.now == nil {
 		v.now = time.Now
 	}
+	ranges := cfg.Ranges
+	if ranges == nil {
+		var err error
+		if ranges, err = PublishedRanges(); err != nil {
+			return nil, err
+		}
+	}
 	var errs []error
-	for name, ps := range cfg.Ranges {
+	for name, ps := range ranges {
 		if !knownCrawler(name) {
 			errs = append(errs, fmt.Errorf("policy: ranges for unknown crawler %q (known: %s)", name, strings.Join(CrawlerNames(), ", ")))
 			continue
@@ -183,7 +195,7 @@ func (v *Verifier) Verify(ctx context.Context, userAgent string, addr netip.Addr
 	}
 	check, cacheable := v.fcrdns(ctx, c, addr)
 	if cacheable {
-		v.store(key, verifyEntry{check, now.Add(v.ttl)}, now)
+		v.store(key, verifyEntry{check: check, expires: now.Add(v.ttl)}, now)
 	}
 	return check
 }
@@ -245,6 +257,117 @@ func inDomains(host string, domains []string) bool {
 	}
 	return false
 }
+
+// publishedRangeFiles names, for each crawler that publishes its address
+// ranges and no reverse DNS names, the file of Anubis's policy tree
+// (anubisdata, copied by make anubis-data; SOURCE records its version and
+// date) whose rule lists them, each citing the crawler's own page:
+// DuckDuckBot's https://duckduckgo.com/duckduckgo-help-pages/results/duckduckbot,
+// Qwant's https://help.qwant.com/bot/, Mojeek's
+// https://www.mojeek.com/bot.html.
+var publishedRangeFiles = [...]struct{ crawler, file string }{
+	{"duckduckbot", "crawlers/duckduckbot.yaml"},
+	{"qwantbot", "crawlers/qwantbot.yaml"},
+	{"mojeekbot", "crawlers/mojeekbot.yaml"},
+}
+
+// PublishedRanges returns the published address ranges of the crawlers
+// that have no reverse DNS names to verify (DuckDuckBot, Qwantbot,
+// MojeekBot), by crawler name, from the files of Anubis's policy tree that
+// Maat ships (AnubisVersion; `make anubis-data` refreshes them). A
+// Verifier built without Ranges uses them.
+func PublishedRanges() (map[string][]netip.Prefix, error) {
+	out := make(map[string][]netip.Prefix, len(publishedRangeFiles))
+	for _, f := range publishedRangeFiles {
+		data, err := readAnubisData(f.file)
+		if err != nil {
+			return nil, fmt.Errorf("policy: published ranges of %s: %w", f.crawler, err)
+		}
+		var rules []struct {
+			RemoteAddresses []string `yaml:"remote_addresses"`
+		}
+		if err := yaml.Unmarshal(data, &rules); err != nil {
+			return nil, fmt.Errorf("policy: published ranges of %s: %s: %w", f.crawler, f.file, err)
+		}
+		for _, r := range rules {
+			for _, a := range r.RemoteAddresses {
+				pfx, err := parsePrefix(a)
+				if err != nil {
+					return nil, fmt.Errorf("policy: published ranges of %s: %s: %w", f.crawler, f.file, err)
+				}
+				out[f.crawler] = append(out[f.crawler], pfx)
+			}
+		}
+		if len(out[f.crawler]) == 0 {
+			return nil, fmt.Errorf("policy: published ranges of %s: %s lists no addresses", f.crawler, f.file)
+		}
+	}
+	return out, nil
+}
+
+// FCrDNS does forward-confirmed reverse DNS (RFC 1912 section 2.1) for
+// addr: its PTR names, and whether the addresses of one of them include
+// addr, as Anubis's verifyFCrDNS and reverseDNS expressions read them
+// (Request.FCrDNS). Answers are cached as Verify's are; a temporary DNS
+// failure is not cached and gives Checked with Failed.
+func (v *Verifier) FCrDNS(ctx context.Context, addr netip.Addr) FCrDNS {
+	if !addr.IsValid() {
+		return FCrDNS{Checked: true, Failed: true}
+	}
+	addr = addr.Unmap()
+	key := verifyKey{fcrdnsKey, addr}
+	now := v.now()
+	v.mu.Lock()
+	e, ok := v.cache[key]
+	v.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.fcrdns
+	}
+	f, cacheable := v.lookupFCrDNS(ctx, addr)
+	if cacheable {
+		v.store(key, verifyEntry{fcrdns: f, expires: now.Add(v.ttl)}, now)
+	}
+	return f
+}
+
+// fcrdnsKey is the cache's crawler name for FCrDNS answers, which no
+// crawler has.
+const fcrdnsKey = "(fcrdns)"
+
+func (v *Verifier) lookupFCrDNS(ctx context.Context, addr netip.Addr) (FCrDNS, bool) {
+	f := FCrDNS{Checked: true}
+	names, err := v.res.LookupAddr(ctx, addr.String())
+	switch {
+	case err != nil && notFound(err):
+		return f, true // no PTR record
+	case err != nil:
+		f.Failed = true
+		return f, false
+	}
+	if len(names) > maxPTRNames {
+		names = names[:maxPTRNames]
+	}
+	for _, n := range names {
+		host := strings.TrimSuffix(n, ".")
+		f.Names = append(f.Names, host)
+		if f.Confirmed {
+			continue
+		}
+		addrs, err := v.res.LookupNetIP(ctx, "ip", host)
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if a.Unmap() == addr {
+				f.Confirmed = true
+			}
+		}
+	}
+	return f, true
+}
+
+// maxPTRNames bounds the PTR names of one address that are looked up.
+const maxPTRNames = 8
 
 // ParseRanges reads a crawler's published address ranges in the JSON format
 // Google and Bing use: {"prefixes": [{"ipv4Prefix": "66.249.64.0/27"},

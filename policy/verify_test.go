@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -266,5 +267,97 @@ func TestCommonCrawl(t *testing.T) {
 	r.ClientFamily = ""
 	if d := p.Evaluate(r); d.Action != CHALLENGE || d.Rule != "unverified-ccbot" {
 		t.Errorf("unchecked CCBot: got %s %q, want CHALLENGE unverified-ccbot", d.Action, d.Rule)
+	}
+}
+
+// TestPublishedRanges: DuckDuckBot, Qwantbot and MojeekBot, which publish
+// address ranges and no reverse DNS names, are verified by their ranges
+// with a Verifier's zero configuration, without a DNS query; an address
+// outside them fails. An empty Ranges map turns the ranges off.
+func TestPublishedRanges(t *testing.T) {
+	t.Parallel()
+	ranges, err := PublishedRanges()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"duckduckbot", "qwantbot", "mojeekbot"} {
+		if len(ranges[c]) == 0 {
+			t.Errorf("no published ranges for %s", c)
+		}
+	}
+	dns := newFakeDNS()
+	v, err := NewVerifier(VerifierConfig{Resolver: dns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, ua, addr string
+		want           CrawlerCheck
+	}{
+		{"duckduckbot", "DuckDuckBot/1.1; (+http://duckduckgo.com/duckduckbot.html)", "104.43.54.127", CrawlerVerified},
+		{"duckduckbot elsewhere", "DuckDuckBot/1.1; (+http://duckduckgo.com/duckduckbot.html)", "203.0.113.7", CrawlerFailed},
+		{"qwantbot", "Mozilla/5.0 (compatible; Qwantbot/1.0_4193332; +https://help.qwant.com/bot/)", "194.187.171.5", CrawlerVerified},
+		{"qwantbot elsewhere", "Mozilla/5.0 (compatible; Qwantbot/1.0_4193332; +https://help.qwant.com/bot/)", "198.51.100.5", CrawlerFailed},
+		{"mojeekbot", "Mozilla/5.0 (compatible; MojeekBot/0.11; +https://www.mojeek.com/bot.html)", "5.102.173.70", CrawlerVerified},
+		{"mojeekbot elsewhere", "Mozilla/5.0 (compatible; MojeekBot/0.11; +https://www.mojeek.com/bot.html)", "5.102.173.1", CrawlerFailed},
+	}
+	for _, tt := range tests {
+		if got := v.Verify(t.Context(), tt.ua, netip.MustParseAddr(tt.addr)); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+	if dns.queries != 0 {
+		t.Errorf("%d DNS queries for crawlers verified by ranges", dns.queries)
+	}
+	off, err := NewVerifier(VerifierConfig{Resolver: dns, Ranges: map[string][]netip.Prefix{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := off.Verify(t.Context(), tests[0].ua, netip.MustParseAddr(tests[0].addr)); got != CrawlerUnchecked {
+		t.Errorf("without ranges: %s, want unchecked", got)
+	}
+}
+
+// TestVerifierFCrDNS: the answer Anubis's verifyFCrDNS reads: the PTR
+// names, whether one resolves back, no names for an address without a PTR
+// record, Failed (not cached) for a temporary failure; answers are cached.
+func TestVerifierFCrDNS(t *testing.T) {
+	t.Parallel()
+	dns := newFakeDNS()
+	v, err := NewVerifier(VerifierConfig{Resolver: dns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		addr string
+		want FCrDNS
+	}{
+		{"66.249.66.1", FCrDNS{Checked: true, Names: []string{"crawl-66-249-66-1.googlebot.com"}, Confirmed: true}},
+		{"66.249.66.2", FCrDNS{Checked: true, Names: []string{"crawl-66-249-66-2.googlebot.com"}}},
+		{"::ffff:157.55.39.1", FCrDNS{Checked: true, Names: []string{"msnbot-157-55-39-1.search.msn.com"}, Confirmed: true}},
+		{"192.0.2.77", FCrDNS{Checked: true}},
+	}
+	for _, tt := range tests {
+		got := v.FCrDNS(t.Context(), netip.MustParseAddr(tt.addr))
+		if got.Checked != tt.want.Checked || got.Failed != tt.want.Failed || got.Confirmed != tt.want.Confirmed || !slices.Equal(got.Names, tt.want.Names) {
+			t.Errorf("%s: %+v, want %+v", tt.addr, got, tt.want)
+		}
+	}
+	n := dns.queries
+	v.FCrDNS(t.Context(), netip.MustParseAddr("66.249.66.1"))
+	if dns.queries != n {
+		t.Errorf("a cached answer asked DNS again")
+	}
+	dns.mu.Lock()
+	dns.fail = true
+	dns.mu.Unlock()
+	if got := v.FCrDNS(t.Context(), netip.MustParseAddr("198.51.100.10")); !got.Checked || !got.Failed {
+		t.Errorf("temporary failure: %+v, want Checked and Failed", got)
+	}
+	dns.mu.Lock()
+	dns.fail = false
+	dns.mu.Unlock()
+	if got := v.FCrDNS(t.Context(), netip.MustParseAddr("198.51.100.10")); got.Failed || len(got.Names) != 1 {
+		t.Errorf("after a temporary failure: %+v, want the answer (the failure was not cached)", got)
 	}
 }

@@ -15,18 +15,21 @@ import (
 func policyCheckCommand() *command {
 	return &command{
 		name: "policy check", args: "FILE", minArgs: 1, maxArgs: 1, summary: "Validate a policy file (ours or Anubis's)",
-		doc: `Compiles the policy FILE and its imports; errors name file:line. Rules
-that are skipped (an Anubis feature this edge does not have) are warnings.`,
+		doc: `Compiles the policy FILE and its imports; errors name file:line. Sections
+of an Anubis policy that this edge does not use are warnings. The last line
+says whether Maat's own signals add weight under the policy: a signals:
+section turns them on, and an Anubis policy turns them on with one line
+under bots:, "- import: (builtin)/maat-signals.yaml".`,
 		flags: func(*flag.FlagSet) func(context.Context, stdio, []string) error {
 			return func(_ context.Context, s stdio, args []string) error {
-				warnings, err := ops.CheckPolicy(args[0])
+				warnings, signals, err := ops.CheckPolicy(args[0])
 				if err != nil {
 					return err
 				}
 				for _, w := range warnings {
 					fmt.Fprintln(s.err, "edge: warning:", w)
 				}
-				fmt.Fprintf(s.out, "%s: ok\n", args[0])
+				fmt.Fprintf(s.out, "%s: ok; %s\n", args[0], signals)
 				return nil
 			}
 		},

@@ -168,3 +168,24 @@ func TestPolicyExplainAlone(t *testing.T) {
 		t.Errorf("-from-log -: exit %d %s\n%s", code, errOut, out)
 	}
 }
+
+// TestPolicyCheckAnubis: Anubis's own default policy, shipped as
+// (data)/botPolicies.yaml, passes `edge policy check` unchanged, and the
+// check says Maat's signals add no weight to it; the one import line turns
+// them on, and the check says so.
+func TestPolicyCheckAnubis(t *testing.T) {
+	t.Parallel()
+	const anubisDefault = "../../policy/anubisdata/data/botPolicies.yaml"
+	dir := t.TempDir()
+	withSignals := writeFile(t, dir, "signals.yaml", "bots:\n  - import: (builtin)/maat-signals.yaml\n  - import: (data)/meta/default-config.yaml\n")
+	for _, tt := range []struct{ file, want string }{
+		{anubisDefault, anubisDefault + ": ok; Maat's signals add no weight (no signals: section; `- import: (builtin)/maat-signals.yaml` under bots: switches them on)\n"},
+		{withSignals, withSignals + ": ok; Maat's signals add weight (signals: at (builtin)/maat-signals.yaml:"},
+	} {
+		out, errOut, code := edgeRun(t, "", "policy", "check", tt.file)
+		if code != 0 || !strings.HasPrefix(out, tt.want) {
+			t.Errorf("policy check %s: exit %d\n%s%s\nwant %q", tt.file, code, out, errOut, tt.want)
+		}
+		checkPrefixes(t, errOut)
+	}
+}

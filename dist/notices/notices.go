@@ -26,6 +26,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -79,6 +80,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 type pkg struct {
 	ImportPath string
 	Dir        string
+	EmbedFiles []string // relative to Dir
 	Standard   bool
 	Goroot     string `json:"-"` // set on the standard library's packages by listPackages
 	Module     *struct {
@@ -136,8 +138,10 @@ type licenseFile struct {
 }
 
 // collect gathers the license files of the modules pkgs come from. Maat's
-// own module is left out (its license heads the file); the standard
-// library is the module "go".
+// own module is left out (its license heads the file), but for the
+// license files its packages embed with the third-party files they ship
+// (policy's copy of Anubis's policy tree); the standard library is the
+// module "go".
 func collect(pkgs []pkg) ([]module, error) {
 	byPath := map[string]*module{}
 	seen := map[string]bool{}
@@ -150,6 +154,9 @@ func collect(pkgs []pkg) ([]module, error) {
 		case p.Module == nil:
 			return nil, fmt.Errorf("package %s is in no module", p.ImportPath)
 		case p.Module.Main:
+			if m := embeddedLicenses(p); m != nil {
+				byPath[m.path] = m
+			}
 			continue
 		default:
 			modPath, version, root = p.Module.Path, p.Module.Version, p.Module.Dir
@@ -207,6 +214,27 @@ func collect(pkgs []pkg) ([]module, error) {
 	}
 	slices.SortFunc(mods, func(a, b module) int { return strings.Compare(a.path, b.path) })
 	return mods, nil
+}
+
+// embeddedLicenses returns the license files a package of Maat's own
+// module embeds, as a module named after the package, or nil.
+func embeddedLicenses(p pkg) *module {
+	var m *module
+	for _, f := range p.EmbedFiles {
+		n := strings.ToUpper(path.Base(f))
+		if !strings.HasPrefix(n, "LICENSE") && !strings.HasPrefix(n, "LICENCE") && !strings.HasPrefix(n, "COPYING") && !strings.HasPrefix(n, "NOTICE") {
+			continue
+		}
+		text, err := os.ReadFile(filepath.Join(p.Dir, filepath.FromSlash(f)))
+		if err != nil {
+			continue // go list named it: the build would fail first
+		}
+		if m == nil {
+			m = &module{path: p.ImportPath + " (embedded)"}
+		}
+		m.files = append(m.files, licenseFile{name: f, text: string(text)})
+	}
+	return m
 }
 
 // ancestors lists dir and its parents up to root (inclusive), or only root
@@ -267,7 +295,8 @@ Fingerprints: tlsfp implements FoxIO's JA4 TLS client fingerprint
 
 The edge binary is statically linked with the Go standard library and the
 Go modules below. Each module's license and notice files follow, as the
-module ships them.
+module ships them; so do those of files of others that it embeds (the
+policy package's copy of Anubis's policy tree, MIT).
 `
 
 // write writes the copyright file.

@@ -136,14 +136,16 @@ func TestEdgeNotices(t *testing.T) {
 	}
 	text := b.String()
 	for _, want := range []string{
-		"Copyright (c) 2023 FoxIO",                            // JA4's BSD-3 notice
-		"FoxIO License 1.1",                                   // JA4H named
-		"github.com/quic-go/quic-go ",                         // a direct dependency
-		"github.com/klauspost/compress v",                     // and its subpackage's own license:
-		"zstd/internal/xxhash/LICENSE.txt",                    //
-		"go, LICENSE\n",                                       // the standard library
-		"Copyright 2009 The Go Authors",                       //
-		"github.com/prometheus/client_golang v1.25.0, NOTICE", // Apache NOTICE files
+		"Copyright (c) 2023 FoxIO",                                        // JA4's BSD-3 notice
+		"FoxIO License 1.1",                                               // JA4H named
+		"github.com/quic-go/quic-go ",                                     // a direct dependency
+		"github.com/klauspost/compress v",                                 // and its subpackage's own license:
+		"zstd/internal/xxhash/LICENSE.txt",                                //
+		"go, LICENSE\n",                                                   // the standard library
+		"Copyright 2009 The Go Authors",                                   //
+		"github.com/prometheus/client_golang v1.25.0, NOTICE",             // Apache NOTICE files
+		"github.com/maatproxy/maat/policy (embedded), anubisdata/LICENSE", // Anubis's policy tree, embedded
+		"Copyright (c) 2025 Xe Iaso",                                      // its MIT notice
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("copyright file lacks %q", want)

@@ -77,15 +77,21 @@ func ExplainPolicy(ctx context.Context, er ExplainRequest, o ExplainOptions) (st
 		r.ASN, r.ASOrg, r.Country = er.ASN, er.ASOrg, er.Country
 		ran.Geo = true // the live lookup, as the log line recorded it
 	}
+	v, err := policy.NewVerifier(policy.VerifierConfig{Resolver: o.Resolver})
+	if err != nil {
+		return "", fmt.Errorf("edge: crawler verifier: %w", err)
+	}
 	if ua := headerValue(r.Header, "User-Agent"); policy.ClaimedCrawler(ua) != "" && !o.NoDNS {
-		v, err := policy.NewVerifier(policy.VerifierConfig{Resolver: o.Resolver})
-		if err != nil {
-			return "", fmt.Errorf("edge: crawler verifier: %w", err)
-		}
 		vctx, cancel := context.WithTimeout(ctx, crawlerTimeout)
 		r.CrawlerVerified = v.Verify(vctx, ua, r.RemoteAddr)
 		cancel()
 		ran.Crawler = true
+	}
+	if d := p.Evaluate(&r); d.NeedFCrDNS && !o.NoDNS { // as decide does live
+		vctx, cancel := context.WithTimeout(ctx, crawlerTimeout)
+		r.FCrDNS = v.FCrDNS(vctx, r.RemoteAddr)
+		cancel()
+		ran.FCrDNS = true
 	}
 	return p.ExplainChecks(&r, ran), nil
 }

@@ -21,13 +21,15 @@ import (
 )
 
 // CheckPolicy validates a policy file, ours or Anubis's, and returns its
-// warnings. Errors name file:line.
-func CheckPolicy(path string) (warnings []string, err error) {
+// warnings and a sentence that says whether Maat's own signals add weight
+// under it (policy.Policy.MaatSignals). Errors name file:line.
+func CheckPolicy(path string) (warnings []string, signals string, err error) {
 	p, err := policy.Load(path, policy.Options{})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return p.Warnings(), nil
+	_, signals = p.MaatSignals()
+	return p.Warnings(), signals, nil
 }
 
 // RobotsOptions tune RobotsToPolicy.
