@@ -97,7 +97,7 @@ func (s *Sealer) Open(name string, sealed []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s holds a value without a seal", ErrNotSealed, name)
 	}
 	if !bytes.HasPrefix(sealed, []byte(sealPrefix)) {
-		v := sealed[len(sealFamily):min(len(sealed), len(sealFamily)+8)]
+		v, _, _ := bytes.Cut(sealed[len(sealFamily):min(len(sealed), len(sealFamily)+8)], []byte(":"))
 		return nil, fmt.Errorf("%w: %s is sealed in an unknown version %q (written by a newer version?)", ErrOpen, name, v)
 	}
 	if len(sealed) < sealOverhead {
