@@ -25,17 +25,17 @@ func (h *Handler) clean(w http.ResponseWriter, r *http.Request, st *reqState) bo
 	if refusedMethod(r.Method) {
 		st.action = fplog.ActionDeny
 		w.Header()["Allow"] = []string{allowedMethods}
-		h.clientError(w, r, st, http.StatusMethodNotAllowed, "method_not_allowed")
+		h.clientError(w, r, st, http.StatusMethodNotAllowed, reasonMethodNotAllowed)
 		return false
 	}
 	if ambiguousLength(r, st.http) {
 		st.action = fplog.ActionDeny
-		h.clientError(w, r, st, http.StatusBadRequest, "ambiguous_length") // with Connection: close
+		h.clientError(w, r, st, http.StatusBadRequest, reasonAmbiguousLength) // with Connection: close
 		return false
 	}
 	if !normalizeURL(r) {
 		st.action = fplog.ActionDeny
-		plainError(w, st, http.StatusBadRequest, "bad_path")
+		plainError(w, st, http.StatusBadRequest, reasonBadPath)
 		return false
 	}
 	stripLookalikes(r.Header)
