@@ -19,6 +19,8 @@ const (
 	reasonMethodNotAllowed  = "method_not_allowed"  // 405: TRACE, TRACK, CONNECT
 	reasonAmbiguousLength   = "ambiguous_length"    // 400: Transfer-Encoding and Content-Length
 	reasonBadPath           = "bad_path"            // 400: a path that cannot be normalized
+	reasonBadPathUTF8       = "bad_path_utf8"       // 400: a path not UTF-8 once decoded (room paths)
+	reasonAmbiguousPath     = "ambiguous_path"      // 400: a path servers read as different places (room paths)
 	reasonUnknownSite       = "unknown_site"        // 421: a host no site serves (also on port 80)
 	reasonBadHost           = "bad_host"            // 400: port 80, a host that makes no URL
 	reasonPlainHTTP         = "plain_http"          // 400: plain HTTP on the TLS port, not GET or HEAD
@@ -46,6 +48,8 @@ var reasonTexts = map[string]string{
 	reasonMethodNotAllowed:  "This server does not take requests of that method.",
 	reasonAmbiguousLength:   "The request says its body's length two ways (Transfer-Encoding and Content-Length): it is refused, as it could be read two ways.",
 	reasonBadPath:           "The request's path cannot be read: it leaves the site's root or is not encoded correctly.",
+	reasonBadPathUTF8:       "The request's path is not UTF-8 once decoded (or uses an overlong form of a character).",
+	reasonAmbiguousPath:     "The request's path means different places to different servers (a segment some read as \"..\", or escapes within escapes).",
 	reasonUnknownSite:       "This server does not serve that host name.",
 	reasonBadHost:           "The request's host name cannot be part of a URL.",
 	reasonPlainHTTP:         "This port speaks HTTPS, not plain HTTP. Use an https:// URL.",
