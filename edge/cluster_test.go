@@ -28,6 +28,8 @@ import (
 //     lock dies in the middle of its order, without unlocking, and the
 //     others finish it; nodes started later, even one far from Redis, read
 //     the certificates instead of ordering;
+//   - sealed: what the nodes keep in Redis (the ACME account key, the
+//     certificates and their keys, the session ticket keys) is sealed;
 //   - pass: a pass cookie earned on one node holds on the others, and a
 //     solved challenge redeemed on one node is refused on another;
 //   - rate: a RATE rule counts a client's requests across the nodes;
@@ -44,6 +46,7 @@ func TestCluster(t *testing.T) {
 		run  func(t *testing.T)
 	}{
 		{"certificates", func(t *testing.T) { nodes = c.certificates(t) }},
+		{"sealed", func(t *testing.T) { checkRedisSealed(t, c.rdb, nil) }},
 		{"pass", func(t *testing.T) { c.pass(t, nodes) }},
 		{"rate", func(t *testing.T) { c.rate(t, nodes) }},
 		{"redis paused", func(t *testing.T) {

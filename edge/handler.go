@@ -176,12 +176,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if !st.clientOK {
 		st.action = fplog.ActionDeny
-		plainError(rec, st, http.StatusBadRequest, "bad_forwarded_for")
+		plainError(rec, st, http.StatusBadRequest, reasonBadForwardedFor)
 		return
 	}
 	if !h.env.inflight.acquire(st.client) {
 		st.action = fplog.ActionRate
-		h.limited(rec, st, "requests_per_client", http.StatusTooManyRequests)
+		h.limited(rec, st, reasonRequestsPerClient, http.StatusTooManyRequests)
 		return
 	}
 	defer h.env.inflight.release(st.client)
@@ -191,7 +191,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.site = h.sites.lookup(r.Host)
 	if st.site == nil {
 		st.action = fplog.ActionDeny
-		plainError(rec, st, http.StatusMisdirectedRequest, "unknown_site")
+		plainError(rec, st, http.StatusMisdirectedRequest, reasonUnknownSite)
 		return
 	}
 	if st.site.hsts != "" {
@@ -222,10 +222,10 @@ func (h *Handler) forward(w *recorder, r *http.Request, st *reqState) {
 	if a := st.route.auth; a != nil {
 		switch h.checkAuth(r, st, a) {
 		case authLimited:
-			h.limited(w, st, "auth_attempts", http.StatusTooManyRequests)
+			h.limited(w, st, reasonAuthAttempts, http.StatusTooManyRequests)
 			return
 		case authBusy:
-			h.limited(w, st, "auth_busy", http.StatusServiceUnavailable)
+			h.limited(w, st, reasonAuthBusy, http.StatusServiceUnavailable)
 			return
 		case authFailed:
 			a.challenge(w)
@@ -389,6 +389,7 @@ func challengeClient(r *http.Request) challenge.Client {
 // errorPage answers an upstream failure with the localized error page.
 func (h *Handler) errorPage(w http.ResponseWriter, r *http.Request, status int, reason string) {
 	st := stateOf(r)
+	st.reason = reason
 	h.env.metrics.upErrors.WithLabelValues(st.siteName(), reason).Inc()
 	h.challenger.Error(w, r, status, st.id, reason)
 }
@@ -401,50 +402,16 @@ func (h *Handler) limited(w http.ResponseWriter, st *reqState, limit string, sta
 	plainError(w, st, status, limit)
 }
 
-// plainError answers without a site: a short text naming reason and id.
+// plainError answers without a site: a short text naming reason (one of
+// reasons.go's, logged as the request's reason) and id.
 func plainError(w http.ResponseWriter, st *reqState, status int, reason string) {
+	st.reason = reason
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/plain; charset=utf-8")
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Request-Id", st.id)
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(fmt.Sprintf("%d %s\n\n%s\nreason: %s\nrequest id: %s\n",
-		status, http.StatusText(status), plainText(reason), reason, st.id)))
-}
-
-// plainText explains the reasons plainError answers with.
-func plainText(reason string) string {
-	switch reason {
-	case "unknown_site":
-		return "This server does not serve that host name."
-	case "bad_path":
-		return "The request's path cannot be read: it leaves the site's root or is not encoded correctly."
-	case "bad_path_utf8":
-		return "The request's path is not UTF-8 once decoded (or uses an overlong form of a character)."
-	case "ambiguous_path":
-		return "The request's path means different places to different servers (a segment some read as \"..\", or escapes within escapes)."
-	case "bad_request":
-		return "The request is not well formed."
-	case "method_not_allowed":
-		return "This server does not take requests of that method."
-	case "ambiguous_length":
-		return "The request says its body's length two ways (Transfer-Encoding and Content-Length): it is refused, as it could be read two ways."
-	case "bad_forwarded_for":
-		return "A proxy in front of this server named the client with an X-Forwarded-For value that is not an address."
-	case "bad_request_body":
-		return "The request's body could not be read: it is not encoded correctly."
-	case "body_too_slow":
-		return "The request's body arrived too slowly."
-	case "body_too_large":
-		return "The request's body is larger than this site accepts."
-	case "requests_per_client":
-		return "Too many requests from your address are in progress at once."
-	case "auth_attempts":
-		return "Too many password attempts from your address. Wait a minute."
-	case "auth_busy":
-		return "The server is busy checking passwords. Try again in a moment."
-	}
-	return "The request was refused."
+	_, _ = w.Write([]byte(plainBody(status, reason, st.id)))
 }
 
 // errClientGone marks a request whose client went away.

@@ -28,12 +28,12 @@ func (h *Handler) clean(w http.ResponseWriter, r *http.Request, st *reqState) bo
 	if refusedMethod(r.Method) {
 		st.action = fplog.ActionDeny
 		w.Header()["Allow"] = []string{allowedMethods}
-		h.clientError(w, r, st, http.StatusMethodNotAllowed, "method_not_allowed")
+		h.clientError(w, r, st, http.StatusMethodNotAllowed, reasonMethodNotAllowed)
 		return false
 	}
 	if ambiguousLength(r, st.http) {
 		st.action = fplog.ActionDeny
-		h.clientError(w, r, st, http.StatusBadRequest, "ambiguous_length") // with Connection: close
+		h.clientError(w, r, st, http.StatusBadRequest, reasonAmbiguousLength) // with Connection: close
 		return false
 	}
 	if reason := readPath(r, st); reason != "" {
@@ -101,11 +101,11 @@ func readPath(r *http.Request, st *reqState) string {
 	p, err := urlpath.Parse(esc)
 	switch {
 	case errors.Is(err, urlpath.ErrUTF8), errors.Is(err, urlpath.ErrOverlong):
-		return "bad_path_utf8"
+		return reasonBadPathUTF8
 	case errors.Is(err, urlpath.ErrAmbiguous):
-		return "ambiguous_path"
+		return reasonAmbiguousPath
 	case err != nil:
-		return "bad_path"
+		return reasonBadPath
 	}
 	st.model = p.Model
 	if u.RawPath == "" && p.Normal == esc {

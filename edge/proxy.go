@@ -544,35 +544,35 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	switch {
 	case errors.As(st.clientErr, &mbe) || errors.As(err, &mbe):
 		st.clientErr = err
-		h.clientError(w, r, st, http.StatusRequestEntityTooLarge, "body_too_large")
+		h.clientError(w, r, st, http.StatusRequestEntityTooLarge, reasonBodyTooLarge)
 		return
 	case errors.Is(st.clientErr, errBodyTooSlow):
-		h.clientError(w, r, st, http.StatusRequestTimeout, "body_too_slow")
+		h.clientError(w, r, st, http.StatusRequestTimeout, reasonBodyTooSlow)
 		return
 	case r.Context().Err() != nil || errors.Is(err, context.Canceled) || clientLeft(st.clientErr):
 		st.status = 499 // the client went away; nobody reads the answer
-		st.clientErr = errClientGone
-		h.env.metrics.clientErrors.WithLabelValues(st.siteName(), "client_gone").Inc()
+		st.clientErr, st.reason = errClientGone, reasonClientGone
+		h.env.metrics.clientErrors.WithLabelValues(st.siteName(), reasonClientGone).Inc()
 		if r.Context().Value(http.ServerContextKey) != nil {
 			panic(http.ErrAbortHandler) // no answer at all: net/http would send an empty 200
 		}
 		return
 	case st.clientErr != nil:
-		h.clientError(w, r, st, http.StatusBadRequest, "bad_request_body")
+		h.clientError(w, r, st, http.StatusBadRequest, reasonBadRequestBody)
 		return
 	}
-	status, reason := http.StatusBadGateway, "upstream_error"
+	status, reason := http.StatusBadGateway, reasonUpstreamError
 	switch {
 	case errors.Is(err, errQueueFull):
-		status, reason = http.StatusServiceUnavailable, "upstream_busy"
+		status, reason = http.StatusServiceUnavailable, reasonUpstreamBusy
 		w.Header().Set("Retry-After", "5")
 	case errors.Is(err, errStreamsFull):
-		status, reason = http.StatusServiceUnavailable, "upstream_streams"
+		status, reason = http.StatusServiceUnavailable, reasonUpstreamStreams
 		w.Header().Set("Retry-After", "5")
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		status, reason = http.StatusGatewayTimeout, "upstream_timeout"
+		status, reason = http.StatusGatewayTimeout, reasonUpstreamTimeout
 	case isDialError(err):
-		reason = "upstream_unreachable"
+		reason = reasonUpstreamUnreachable
 	}
 	upstream := ""
 	if st.target != nil {

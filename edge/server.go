@@ -173,8 +173,12 @@ func newServer(cfg Config, log *slog.Logger, hooks testHooks) (_ *Server, err er
 			return nil, err
 		}
 		undo = append(undo, func() { _ = s.certStore.Close() })
+		sealed, err := sealCertStore(s.certStore, s.env.Secret, log)
+		if err != nil {
+			return nil, err
+		}
 		cc.Cache = certs.LayeredCache{
-			Shared: certs.StorageCache{Storage: s.certStore, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }},
+			Shared: certs.StorageCache{Storage: sealed, IsNotFound: certMissing},
 			Local:  certs.DirCache(cfg.TLS.Cache),
 			OnError: func(err error) {
 				s.log.LogAttrs(context.Background(), slog.LevelWarn, "certificate_cache", slog.String("error", err.Error()))

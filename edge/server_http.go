@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/maatproxy/maat/fplog"
 )
 
 // startHTTP serves port 80: ACME HTTP-01 answers, otherwise a redirect to
@@ -40,7 +43,7 @@ func (s *Server) startHTTP() error {
 func (s *Server) redirectHTTPS(w http.ResponseWriter, r *http.Request) {
 	host := hostOnly(r.Host)
 	if host == "" || s.handler.Load().sites.lookup(host) == nil {
-		http.Error(w, "unknown site", http.StatusMisdirectedRequest)
+		s.refuseHTTP(w, r, http.StatusMisdirectedRequest, reasonUnknownSite)
 		return
 	}
 	status := http.StatusMovedPermanently
@@ -49,10 +52,22 @@ func (s *Server) redirectHTTPS(w http.ResponseWriter, r *http.Request) {
 	}
 	loc, ok := httpsURL(s.env.HTTPSPort, host, r.URL)
 	if !ok {
-		http.Error(w, "bad host", http.StatusBadRequest)
+		s.refuseHTTP(w, r, http.StatusBadRequest, reasonBadHost)
 		return
 	}
 	writeRedirect(w, loc, status)
+}
+
+// refuseHTTP answers a request port 80 does not redirect as the Handler
+// answers those it refuses: a plain error page naming the reason and the
+// request's ID, and a fingerprint log line.
+func (s *Server) refuseHTTP(w http.ResponseWriter, r *http.Request, status int, reason string) {
+	h := s.handler.Load()
+	st := h.newState(r)
+	st.action = fplog.ActionDeny
+	st.recorder.ResponseWriter = w
+	plainError(&st.recorder, st, status, reason)
+	h.finish(st, &st.recorder, r)
 }
 
 // answerPlainHTTP answers a plain-HTTP request sent to the TLS port: a
@@ -60,7 +75,8 @@ func (s *Server) redirectHTTPS(w http.ResponseWriter, r *http.Request) {
 // happened. It reads at most one bounded request head.
 func (s *Server) answerPlainHTTP(c net.Conn, first []byte) {
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	_ = c.SetDeadline(start.Add(5 * time.Second))
 	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(first), io.LimitReader(c, 16<<10)), 4096)
 	req, err := http.ReadRequest(br)
 	if err == nil && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
@@ -71,7 +87,17 @@ func (s *Server) answerPlainHTTP(c net.Conn, first []byte) {
 			}
 		}
 	}
-	writePlain(c, "400 Bad Request", "", "This port speaks HTTPS, not plain HTTP. Use an https:// URL.\n")
+	// Refused, with a fingerprint log line as the Handler writes for the
+	// requests it refuses (of what could be read).
+	h := s.handler.Load()
+	st := &reqState{start: start, id: h.env.ids.next(), peer: addrOf(c.RemoteAddr()), action: fplog.ActionDeny, reason: reasonPlainHTTP}
+	st.client = st.peer
+	body := plainBody(http.StatusBadRequest, reasonPlainHTTP, st.id)
+	writePlain(c, "400 Bad Request", "X-Request-Id: "+st.id+"\r\n", body)
+	if err != nil {
+		req = &http.Request{URL: &url.URL{}, Header: http.Header{}, ProtoMajor: 1}
+	}
+	h.finish(st, &recorder{status: http.StatusBadRequest, bytes: int64(len(body))}, req)
 }
 
 // writePlain writes a whole HTTP/1.1 response with a text body and closes

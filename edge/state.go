@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -86,6 +87,57 @@ func openCertStore(cfg StoreConfig) (*store.Resilient, error) {
 	return res, nil
 }
 
+// sealPurpose is what the key sealing the certificates' values in Redis is
+// derived for from the shared secret.
+const sealPurpose = "store-seal v1"
+
+// sealCertStore seals every value the certificates keep in the shared store
+// (certificates and their keys, the ACME account key, the local CA, session
+// ticket keys, challenge answers) with a key derived from the nodes' shared
+// secret, so that Redis holds none of them in the clear. A value that does
+// not open is logged and, through certMissing, treated as missing: the node
+// serves its local copy or orders the name again, makes new ticket keys, or
+// a new account. Values written before sealing (PEM: certificates, keys,
+// the local CA) are read once and written back sealed (writtenBeforeSealing).
+func sealCertStore(st store.Store, secret []byte, log *slog.Logger) (*store.Sealed, error) {
+	s, err := store.NewSealed(st, store.SealConfig{
+		Key:   derive(secret, sealPurpose),
+		Plain: writtenBeforeSealing,
+		OnError: func(key string, err error) {
+			log.LogAttrs(context.Background(), slog.LevelError, "store_value_refused", slog.String("key", key),
+				slog.String("error", err.Error()),
+				slog.String("effect", "treated as missing: this node uses its own copy, or makes the value anew (a certificate is ordered again, session ticket keys are new)"))
+		},
+		OnResealed: func(key string) {
+			log.LogAttrs(context.Background(), slog.LevelWarn, "store_value_resealed", slog.String("key", key),
+				slog.String("effect", "a value stored in the clear by an older version was read once and written back sealed"))
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("edge: certificate store: %w", err)
+	}
+	return s, nil
+}
+
+// writtenBeforeSealing reports whether a value found in the clear may be
+// read once and sealed: PEM, as versions before sealing wrote certificates,
+// their keys, the ACME account key and the local CA. A PEM planted by
+// whoever can write to Redis gains them nothing the store did not already
+// give them (a certificate that is not the CA's for the name is not
+// trusted; an account or a CA of theirs only stops renewals). Anything else
+// is refused: above all session ticket keys (JSON), which, planted, would
+// open every resumed session; refused, they are made anew.
+func writtenBeforeSealing(_ string, data []byte) bool {
+	return bytes.HasPrefix(data, []byte("-----BEGIN "))
+}
+
+// certMissing reports whether an error of the certificates' store means
+// that the key holds nothing usable: not found, or a value that does not
+// open (sealCertStore logged it).
+func certMissing(err error) bool {
+	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrOpen) || errors.Is(err, store.ErrNotSealed)
+}
+
 func errString(err error) string {
 	if err == nil {
 		return ""
@@ -124,7 +176,7 @@ func loadSecret(cfg *Config, log *slog.Logger) ([]byte, error) {
 	if path == "" {
 		log.LogAttrs(context.Background(), slog.LevelWarn, "secret_per_process",
 			slog.String("reason", "neither challenge.secret_file nor tls.cache is set"),
-			slog.String("effect", "pass cookies and hashed client addresses change at every restart"))
+			slog.String("effect", perProcessEffect(cfg, "pass cookies and hashed client addresses change at every restart")))
 		return randomBytes(32), nil
 	}
 	b, err := readOrMakeSecret(path)
@@ -141,8 +193,17 @@ func loadSecret(cfg *Config, log *slog.Logger) ([]byte, error) {
 	}
 	log.LogAttrs(context.Background(), slog.LevelWarn, "secret_per_process", slog.String("path", path),
 		slog.String("error", err.Error()),
-		slog.String("effect", "pass cookies and hashed client addresses change at every restart; make tls.cache writable or set challenge.secret_file"))
+		slog.String("effect", perProcessEffect(cfg, "pass cookies and hashed client addresses change at every restart; make tls.cache writable or set challenge.secret_file")))
 	return randomBytes(32), nil
+}
+
+// perProcessEffect is what a secret made for this process costs: effect,
+// and with Redis the values sealed there (sealCertStore).
+func perProcessEffect(cfg *Config, effect string) string {
+	if cfg.Store.Kind == "redis" {
+		effect += "; the certificates and keys sealed in Redis cannot be read by other nodes or after a restart"
+	}
+	return effect
 }
 
 func secretKey(explicit bool) string {

@@ -46,6 +46,12 @@
 //   - rules: the names of the policy rules that matched, in order.
 //   - action: ALLOW, CHALLENGE, DENY, RATE (rate limited), or PASS (a valid
 //     pass cookie).
+//   - reason: why the edge answered the request itself with an error
+//     instead of passing it on, a snake_case word from a fixed list
+//     ("bad_path", "ambiguous_length", "method_not_allowed",
+//     "bad_forwarded_for", "unknown_site", "body_too_large",
+//     "upstream_timeout", …); absent when the site or the policy answered
+//     (the policy's rules are in rules).
 //   - challenge: {"alg": "pow" or "metarefresh", "bits": difficulty in
 //     leading zero bits} when a challenge was served.
 //   - status: the HTTP status sent.
@@ -86,6 +92,7 @@
 //	    ja4 String, ja4_r String, ja4_o String, ja4_ro String, hfp String, hfp_r String,
 //	    h2fp String, ja4h String, user_agent String, client_family LowCardinality(String),
 //	    weight Int32, rules Array(String), action LowCardinality(String),
+//	    reason LowCardinality(String),
 //	    challenge Tuple(alg String, bits UInt16), status UInt16, bytes Int64,
 //	    duration_ms Float64
 //	) ENGINE = MergeTree ORDER BY time;

@@ -55,10 +55,15 @@ type Record struct {
 	Weight       int
 	Rules        []string
 	Action       string
-	Challenge    *Challenge
-	Status       int
-	Bytes        int64
-	Duration     time.Duration
+	// Reason says why the edge answered the request itself with an
+	// error instead of passing it on: a snake_case word from the edge's
+	// fixed list ("bad_path", "method_not_allowed", …). Empty when the
+	// site or the policy answered.
+	Reason    string
+	Challenge *Challenge
+	Status    int
+	Bytes     int64
+	Duration  time.Duration
 }
 
 // Challenge is the challenge served with a request.
@@ -166,6 +171,10 @@ func (r *Record) appendJSON(b []byte, ip []byte) []byte {
 	if r.Action != "" {
 		b = append(b, `,"action":`...)
 		b = appendString(b, r.Action)
+	}
+	if r.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendString(b, r.Reason)
 	}
 	if c := r.Challenge; c != nil {
 		b = append(b, `,"challenge":{"alg":`...)
@@ -365,6 +374,7 @@ type line struct {
 	Weight       int        `json:"weight"`
 	Rules        []string   `json:"rules"`
 	Action       string     `json:"action"`
+	Reason       string     `json:"reason"`
 	Challenge    *challenge `json:"challenge"`
 	Status       int        `json:"status"`
 	Bytes        int64      `json:"bytes"`
@@ -414,6 +424,7 @@ func ParseLine(data []byte) (Record, error) {
 		Weight:       l.Weight,
 		Rules:        l.Rules,
 		Action:       l.Action,
+		Reason:       l.Reason,
 		Status:       l.Status,
 		Bytes:        l.Bytes,
 	}

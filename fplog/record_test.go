@@ -75,6 +75,16 @@ var protocolRecords = []struct {
 		},
 		want: `{"time":"2026-12-03T10:32:08.123Z","remote_ip":"192.0.2.1","host":"example.org","method":"GET","path":"/","proto":"HTTP/1.1","hfp":"h102_aaaaaaaaaaaa","hfp_r":"host,accept","weight":0,"action":"PASS","status":301,"bytes":0,"duration_ms":0}`,
 	},
+	{
+		name: "refused_bad_input",
+		rec: Record{
+			Time: testTime, RequestID: "1z4q8vk-5d", RemoteIP: netip.MustParseAddr("198.51.100.9"),
+			Host: "example.org", Method: "GET", Path: "/a/..%2f..%2fetc", Proto: "HTTP/2.0",
+			TLSVersion: "1.3", SNI: "example.org", ALPN: "h2",
+			UserAgent: "curl/8.5.0", Action: ActionDeny, Reason: "bad_path", Status: 400, Bytes: 152,
+		},
+		want: `{"time":"2026-12-03T10:32:08.123Z","request_id":"1z4q8vk-5d","remote_ip":"198.51.100.9","host":"example.org","method":"GET","path":"/a/..%2f..%2fetc","proto":"HTTP/2.0","tls_version":"1.3","sni":"example.org","alpn":"h2","user_agent":"curl/8.5.0","weight":0,"action":"DENY","reason":"bad_path","status":400,"bytes":152,"duration_ms":0}`,
+	},
 }
 
 func TestAppendJSON(t *testing.T) {

@@ -48,6 +48,7 @@ var byFields = map[string]func(r *Record) string{
 	"proto":   func(r *Record) string { return r.Proto },
 	"status":  func(r *Record) string { return formatNonZero(uint64(max(r.Status, 0))) },
 	"action":  func(r *Record) string { return r.Action },
+	"reason":  func(r *Record) string { return r.Reason },
 	"rule":    nil, // one count per rule of the record
 }
 
@@ -63,8 +64,8 @@ func formatNonZero(n uint64) string {
 type TopOptions struct {
 	// By is the field counted: ja4, ja4_r, ja4_o, ja4_ro, hfp, hfp_r, h2fp,
 	// ja4h, ua (user_agent), family (client_family), ip (remote_ip), asn,
-	// as_org, country, host, method, path, proto, status, action, or rule
-	// (each rule of a record's rules counts once). If empty, ja4.
+	// as_org, country, host, method, path, proto, status, action, reason,
+	// or rule (each rule of a record's rules counts once). If empty, ja4.
 	By string
 	// Since skips records older than it, and records without a time. If
 	// zero, every record counts.

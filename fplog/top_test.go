@@ -375,7 +375,7 @@ func TestTopStdinAndFiles(t *testing.T) {
 func TestByFields(t *testing.T) {
 	t.Parallel()
 	fields := ByFields()
-	for _, by := range []string{"ja4", "hfp", "h2fp", "ua", "family", "ip", "path", "status", "action", "rule", "asn", "country"} {
+	for _, by := range []string{"ja4", "hfp", "h2fp", "ua", "family", "ip", "path", "status", "action", "reason", "rule", "asn", "country"} {
 		if !slices.Contains(fields, by) {
 			t.Errorf("ByFields() = %q lacks %q", fields, by)
 		}
@@ -385,5 +385,40 @@ func TestByFields(t *testing.T) {
 	}
 	if !slices.IsSorted(fields) {
 		t.Errorf("ByFields() = %q, not sorted", fields)
+	}
+}
+
+// TestTopByReason counts why the edge refused requests itself; records the
+// site or the policy answered count as "".
+func TestTopByReason(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	for _, r := range []Record{
+		{Action: ActionDeny, Reason: "bad_path", Status: 400},
+		{Action: ActionDeny, Reason: "method_not_allowed", Status: 405},
+		{Action: ActionDeny, Reason: "bad_path", Status: 400},
+		{Action: ActionAllow, Status: 200},
+		{Action: ActionDeny, Rules: []string{"scanner"}, Status: 403},
+		{Action: ActionAllow, Reason: "upstream_timeout", Status: 504},
+		{Action: ActionDeny, Reason: "bad_path", Status: 400},
+	} {
+		b.Write(append(r.AppendJSON(nil), '\n'))
+	}
+	path := filepath.Join(t.TempDir(), "fp.jsonl")
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Top([]string{path}, TopOptions{By: "reason"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TopRow{
+		{"bad_path", 3, 3.0 / 7, map[string]int64{ActionDeny: 3}},
+		{"", 2, 2.0 / 7, map[string]int64{ActionAllow: 1, ActionDeny: 1}},
+		{"method_not_allowed", 1, 1.0 / 7, map[string]int64{ActionDeny: 1}},
+		{"upstream_timeout", 1, 1.0 / 7, map[string]int64{ActionAllow: 1}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Top by reason = %v; want %v", got, want)
 	}
 }

@@ -31,6 +31,15 @@
 //     ends, or the owner dies, renewal stops and the lock expires within
 //     ttl.
 //
+// [Sealed] wraps a store so that its blobs are sealed with AES-256-GCM
+// under a key the nodes share, with the blob's Redis key as additional
+// data: Redis then holds no secret in the clear, and a value moved to
+// another key, or altered, does not open. Marks, buckets and locks pass
+// through. The format is versioned ("maat-sealed-v1:", a key id, the
+// nonce, the ciphertext); values written before sealing are refused as
+// ErrNotSealed unless the caller lets them be read once and sealed
+// (SealConfig.Plain).
+//
 // Keys are namespaced by kind ("maat:mark:", "maat:rate:", "maat:blob:",
 // "maat:lock:"), so a mark, a bucket, a blob and a lock of the same name are
 // distinct, in Redis as in memory.

@@ -63,3 +63,23 @@ func ExampleNewResilient() {
 		fmt.Printf("degraded since %v: %v\n", since, err)
 	}
 }
+
+// Blobs sealed with a key every node derives from the shared secret: the
+// store underneath (Redis) holds no key in the clear.
+func ExampleNewSealed() {
+	key := make([]byte, store.SealKeySize) // in the edge: HMAC-SHA-256(secret, "store-seal v1")
+	s, err := store.NewSealed(store.NewMemory(), store.SealConfig{
+		Key:     key,
+		OnError: func(key string, err error) { log.Print(err) },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	_ = s.Put(ctx, "certs:example.org", []byte("-----BEGIN EC PRIVATE KEY-----\n…"))
+	b, err := s.Get(ctx, "certs:example.org")
+	fmt.Printf("%.30s %v\n", b, err)
+	// Output:
+	// -----BEGIN EC PRIVATE KEY----- <nil>
+}

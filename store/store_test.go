@@ -243,8 +243,9 @@ func raiseMax[T int32 | int64](m interface {
 }
 
 // TestBehaviour runs the behaviour table against Memory, a real
-// redis-server, a Resilient store over it, and a Resilient store whose
-// Redis never answers (degraded: everything from memory).
+// redis-server, a Resilient store over it, Sealed stores over memory and
+// Redis, and a Resilient store whose Redis never answers (degraded:
+// everything from memory).
 func TestBehaviour(t *testing.T) {
 	t.Parallel()
 	mem := NewMemory()
@@ -258,6 +259,8 @@ func TestBehaviour(t *testing.T) {
 		// A generous timeout: a slow call under -race must not switch
 		// the store to memory halfway through a lock test.
 		{"resilient", func(t *testing.T) Store { return newTestResilient(t, newTestRedis(t), 5*time.Second) }},
+		{"sealed_memory", func(t *testing.T) Store { return newTestSealed(t, NewMemory()) }},
+		{"sealed_redis", func(t *testing.T) Store { return newTestSealed(t, newTestRedis(t)) }},
 		{"resilient_degraded", func(t *testing.T) Store {
 			r, err := OpenRedis("redis://" + closedPort(t) + "/0")
 			if err != nil {

@@ -19,6 +19,8 @@ var seedLines = []string{
 	`{"time":"2026-12-03T10:32:08.123Z","remote_ip":"203.0.113.7","host":"example.org","method":"GET","path":"/feed.xml","proto":"HTTP/1.1","tls_version":"1.3","sni":"example.org","alpn":"http/1.1","ja4":"t13d1812h1_85036bcba153_375ca2c5e164","hfp":"h104_5a4e1c2d3b6f","hfp_r":"host,user-agent,accept,connection","user_agent":"curl/8.5.0","client_family":"curl","weight":0,"rules":["allow-feeds"],"action":"ALLOW","status":200,"bytes":5120,"duration_ms":1.235}`,
 	`{"time":"2026-12-03T10:32:08.123Z","remote_ip":"2001:db8::/64","proto":"HTTP/2.0","h2fp":"1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p","weight":12,"rules":["a","b"],"action":"CHALLENGE","challenge":{"alg":"pow","bits":16},"status":200,"bytes":3021,"duration_ms":0.25}`,
 	`{"remote_ip":"3f9ac0ffee00112233445566","action":"DENY","weight":-40,"duration_ms":2000}`,
+	`{"time":"2026-12-03T10:32:08.123Z","request_id":"1z4q8vk-5d","method":"GET","path":"/a/..%2fb","proto":"HTTP/1.1","weight":0,"action":"DENY","reason":"bad_path","status":400,"bytes":152,"duration_ms":0.1}`,
+	`{"reason":"\u0000\"","action":""}`,
 	`{"time":"2026-12-03T10:32:08.123Z","request_id":"01JF3ZQ7X9T5W8M2K4R6P0B1CD","remote_ip":"2001:db8::1","asn":4294967295,"as_org":"Example \"Net\"","country":"NL","weight":0,"bytes":0,"duration_ms":0}`,
 	`{"asn":0,"as_org":"","country":"","request_id":""}`,
 	`{"asn":-1}`,
