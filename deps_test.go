@@ -45,6 +45,10 @@ func allowed(from, to string) bool {
 	case leaves[top(from)]:
 		return top(from) == top(to) || shared[top(to)] // its own subpackages and the shared facts
 	case from == "edge":
+		return leaves[top(to)] || to == "edge/internal/upstream" || to == "edge/internal/spill"
+	case from == "edge/internal/upstream":
+		return leaves[top(to)] || to == "edge/internal/spill"
+	case from == "edge/internal/spill":
 		return leaves[top(to)]
 	case from == "cmd/edge":
 		return to == "edge"
@@ -132,6 +136,11 @@ func TestPolicyTable(t *testing.T) {
 		{"tlsfp", "internal/testclient", false},
 		{"bench/attack", "internal/testattack", true},
 		{"cmd/edge", "internal/testattack", false},
+		{"edge", "edge/internal/upstream", true},
+		{"edge/internal/upstream", "edge/internal/spill", true},
+		{"edge/internal/upstream", "edge", false},
+		{"edge/internal/spill", "edge/internal/upstream", false},
+		{"edge/internal/spill", "edge", false},
 	} {
 		if got := allowed(tt.from, tt.to); got != tt.want {
 			t.Errorf("allowed(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)

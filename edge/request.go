@@ -3,11 +3,12 @@ package edge
 import (
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/edge/internal/spill"
+	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/httpfp"
@@ -25,8 +26,7 @@ type reqState struct {
 	client      netip.Addr
 	site        *site
 	route       *route
-	target      *target  // the upstream address of the current try
-	inURL       *url.URL // the inbound request's (normalized) URL
+	up          upstream.Route // what the upstream transport needs, on the request's context
 	tls         *tlsfp.Fingerprint
 	http        *httpfp.Fingerprint
 	ja4         string
@@ -41,11 +41,10 @@ type reqState struct {
 	geo         geo.Info  // the client's ASN and country, with geo databases
 	rec         *recorder // the response, as the edge writes it
 	demo        bool
-	user        string              // the basic-auth user, once accepted
-	hdrVals     [8]string           // the values of the headers rewrite adds
-	recorder    recorder            // the response's, which rec points to
-	out         http.Request        // the upstream request of a common exchange (proxyCommon)
-	info        http.ResponseWriter // where a common exchange's 1xx answers go, while it waits
+	user        string       // the basic-auth user, once accepted
+	hdrVals     [8]string    // the values of the headers rewrite adds
+	recorder    recorder     // the response's, which rec points to
+	out         http.Request // the upstream request of a common exchange (proxyCommon)
 }
 
 type stateKey struct{}
@@ -129,8 +128,8 @@ type recorder struct {
 	writeTimeout time.Duration
 	deadline     time.Time // the write deadline set, zero before the first write
 	// spill, when an upstream answers, is its body; a write that blocks
-	// for spillAfter starts draining it ahead of the client.
-	spill      *spillBody
+	// for spill.After() starts draining it ahead of the client.
+	spill      *spill.Body
 	spillTimer *time.Timer
 }
 
@@ -173,9 +172,9 @@ func (r *recorder) Write(p []byte) (int, error) {
 	r.armWrite()
 	if sb := r.spill; sb != nil {
 		if r.spillTimer == nil {
-			r.spillTimer = time.AfterFunc(sb.after, sb.drain)
+			r.spillTimer = time.AfterFunc(sb.After(), sb.Drain)
 		} else {
-			r.spillTimer.Reset(sb.after)
+			r.spillTimer.Reset(sb.After())
 		}
 		defer r.spillTimer.Stop()
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/policy"
@@ -143,7 +144,7 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 	s.env.ids = newRequestIDs()
 	s.env.inflight = newClientCounter(cfg.Limits.RequestsPerClient)
 	s.env.bcrypt = newBcryptSlots()
-	s.env.spill = newSpillBudget(max(cfg.Limits.SpillTotal, 0))
+	s.env.spill = spill.NewBudget(max(cfg.Limits.SpillTotal, 0))
 	s.conns1 = newClientCounter(cfg.Limits.ConnsPerClient)
 	s.seen = newSeenAddrs()
 	for _, p := range cfg.TrustedProxies {
