@@ -153,10 +153,10 @@ func (r *recorder) armWrite() {
 func (r *recorder) WriteHeader(code int) {
 	if code == http.StatusContinue {
 		// An upstream's 100 Continue (forwarded by ReverseProxy's client
-		// trace or infoResponse) always comes after the edge began to read
-		// the body (prebuffer), when net/http's HTTP/1.1 and HTTP/2 servers
-		// sent their own: the client would get two. Other 1xx (103 Early
-		// Hints) pass.
+		// trace or the upstream transport's Route.Info) always comes after
+		// the edge began to read the body (prebuffer), when net/http's
+		// HTTP/1.1 and HTTP/2 servers sent their own: the client would get
+		// two. Other 1xx (103 Early Hints) pass.
 		return
 	}
 	if r.status == 0 && code >= 200 {

@@ -230,3 +230,47 @@ func TestDrainNeverWaitsForTheUpstream(t *testing.T) {
 		t.Errorf("the client read %q, want %q", s, "onetwo")
 	}
 }
+
+// TestFullBufferStallsThenCuts: an answer that does not fit its buffer
+// leaves its client reading the rest from the upstream, holding its slot
+// as a stalled one; once half the address's slots are stalled so, the next
+// answer that does not fit is cut (OnCut), and its client gets what was
+// read, then the error. Closing gives the stalled slot back.
+func TestFullBufferStallsThenCuts(t *testing.T) {
+	t.Parallel()
+	slots := &counted{n: 2} // half: one slot may stall
+	budget := &Budget{max: 1 << 30, turns: make(chan struct{}, 2), yield: time.Hour}
+	var fulls, cuts atomic.Int32
+	o := Options{Max: 4, Budget: budget, OnFull: func() { fulls.Add(1) }, OnCut: func() { cuts.Add(1) }}
+	srcA, srcB := newFeedSrc(), newFeedSrc()
+	a, b := New(srcA, slots, o), New(srcB, slots, o)
+
+	a.Drain()
+	srcA.feed <- []byte("too long") // more than Max: a keeps its slot, stalled
+	if !waitFor(t, 5*time.Second, func() bool { return slots.stalled.Load() == 1 }) {
+		t.Fatal("the answer that did not fit never stalled its slot")
+	}
+	b.Drain()
+	srcB.feed <- []byte("too long") // half the slots stalled already: cut
+	if !waitFor(t, 5*time.Second, func() bool { return cuts.Load() == 1 }) {
+		t.Fatal("the second answer that did not fit was not cut")
+	}
+	if got, err := io.ReadAll(b); string(got) != "too long" || err != errStalled {
+		t.Errorf("the cut answer read %q, %v; want what was read, then errStalled", got, err)
+	}
+	go func() {
+		srcA.feed <- []byte("-rest")
+		close(srcA.feed)
+	}()
+	if got, err := io.ReadAll(a); string(got) != "too long-rest" || err != nil {
+		t.Errorf("the stalled answer read %q, %v; want all of it, from the upstream after the buffer", got, err)
+	}
+	_ = a.Close()
+	_ = b.Close()
+	if n := slots.stalled.Load(); n != 0 {
+		t.Errorf("%d slots stalled after both closed, want 0", n)
+	}
+	if n := fulls.Load(); n != 2 {
+		t.Errorf("OnFull called %d times, want 2", n)
+	}
+}
