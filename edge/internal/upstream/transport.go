@@ -21,8 +21,8 @@ import (
 type Options struct {
 	// Conns caps the connections to each address, those of streams apart
 	// (limits.upstream_conns): an exchange holds one of its slots, and a
-	// request beyond waits in line for a free one. If zero, connections
-	// are not capped, and every request waits: set it.
+	// request beyond waits in line for a free one. It must be set: with
+	// zero, no slot is ever free.
 	Conns int
 	// Streams caps the streams open to each address
 	// (limits.upstream_streams); beyond, ErrStreamsFull.
@@ -31,8 +31,9 @@ type Options struct {
 	// beyond, ErrQueueFull.
 	Queue time.Duration
 	// ConnectTimeout bounds a dial and its TLS handshake
-	// (timeouts.upstream_dial); a dial at the Conns cap waits for a
-	// connection to close as long (10 s if zero). If zero, the system's.
+	// (timeouts.upstream_dial; if zero, only the system bounds them), and
+	// the wait of a dial at the Conns cap for a connection to close (if
+	// zero, 10 s).
 	ConnectTimeout time.Duration
 	// HeaderTimeout bounds the wait for an answer's head
 	// (timeouts.upstream_header). If zero, none.
