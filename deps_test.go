@@ -47,7 +47,12 @@ func allowed(from, to string) bool {
 	case from == "edge/config": // the configuration file: leaves only
 		return leaves[top(to)]
 	case from == "edge":
-		return leaves[top(to)] || to == "edge/config" || to == "edge/internal/park"
+		return leaves[top(to)] || to == "edge/config" || to == "edge/internal/park" ||
+			to == "edge/internal/upstream" || to == "edge/internal/spill"
+	case from == "edge/internal/upstream":
+		return leaves[top(to)] || to == "edge/internal/spill"
+	case from == "edge/internal/spill":
+		return leaves[top(to)]
 	case from == "edge/internal/park":
 		return leaves[top(to)] // what it needs of the Server is its Host interface
 	case from == "cmd/edge":
@@ -151,6 +156,11 @@ func TestPolicyTable(t *testing.T) {
 		{"edge/config", "certs", true},
 		{"edge/config", "edge", false},
 		{"certs", "edge/config", false},
+		{"edge", "edge/internal/upstream", true},
+		{"edge/internal/upstream", "edge/internal/spill", true},
+		{"edge/internal/upstream", "edge", false},
+		{"edge/internal/spill", "edge/internal/upstream", false},
+		{"edge/internal/spill", "edge", false},
 	} {
 		if got := allowed(tt.from, tt.to); got != tt.want {
 			t.Errorf("allowed(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)

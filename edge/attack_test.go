@@ -47,7 +47,7 @@ sites: [{hosts: [localhost], upstream: %s, compress: false,
 		Host: "localhost", Upstream: up, AuthPath: "/admin/", AuthPassword: "right"}
 	// The upstream connections the edge keeps idle in its pool are not a
 	// leak; they are let go before each count.
-	quiesce := func() { e.Server.handler.Load().closeIdleUpstreams() }
+	quiesce := func() { e.Server.handler.Load().upstream.CloseIdleConnections() }
 	p := testattack.Short()
 	// One edge takes every attack in turn, and after each holds no more
 	// than it did before it.

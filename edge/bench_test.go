@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/maatproxy/maat/fplog"
 )
 
@@ -118,7 +119,7 @@ func benchmarkProxy(b *testing.B, proto string) {
 	}
 	// The same bare proxy with the edge's pooled transport, to show what the
 	// edge's own work costs apart from connection pooling.
-	pooled := &httputil.ReverseProxy{Transport: newTransport(&cfg, nil, nil),
+	pooled := &httputil.ReverseProxy{Transport: upstream.NewHTTPTransport(upstreamOptions(&cfg)),
 		Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.SetXForwarded() }}
 	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
 	pooledSrv := &http.Server{Handler: pooled, ReadHeaderTimeout: 10 * time.Second}

@@ -8,7 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
 	"time"
+
+	"github.com/maatproxy/maat/edge/internal/upstream"
 )
 
 // Divert targets (DESIGN.md, "Policy": DIVERT): a DIVERT rule sends the
@@ -28,7 +32,8 @@ const (
 // diverter proxies to one divert target.
 type diverter struct {
 	name        string
-	pool        *pool
+	upstreams   []*url.URL // taken in turn
+	next        atomic.Uint32
 	proxy       *httputil.ReverseProxy
 	transport   *http.Transport
 	slots       chan struct{}
@@ -42,12 +47,12 @@ func (h *Handler) newDiverters() map[string]*diverter {
 	for name, t := range h.cfg.Divert {
 		d := &diverter{
 			name:        name,
+			upstreams:   t.Upstream,
 			maxBytes:    orInt64(t.MaxBytes, defaultDivertBytes),
 			maxDuration: orDuration(t.MaxDuration.D(), defaultDivertDuration),
 		}
 		n := orInt(t.MaxConcurrent, defaultDivertConcurrent)
 		d.slots = make(chan struct{}, n)
-		d.pool = newPool(t.Upstream, h.cfg.Timeouts.FailPause.D(), &slotTable{size: n})
 		dialer := &net.Dialer{Timeout: h.cfg.Timeouts.UpstreamDial.D()}
 		d.transport = &http.Transport{
 			Proxy:                 nil,
@@ -62,8 +67,8 @@ func (h *Handler) newDiverters() map[string]*diverter {
 			Transport: d.transport,
 			Rewrite: func(pr *httputil.ProxyRequest) {
 				st := stateOf(pr.In)
-				tg := d.pool.pick(st.start, nil)
-				pr.Out.URL = upstreamURL(tg.url, pr.In.URL)
+				u := d.upstreams[(d.next.Add(1)-1)%uint32(len(d.upstreams))]
+				pr.Out.URL = upstream.JoinURL(u, pr.In.URL)
 				pr.Out.Host = pr.In.Host // the site's name: a tarpit answers as the site
 				pr.Out.Header = divertHeader(pr.Out.Header, st.client.String())
 			},
@@ -84,7 +89,7 @@ func (h *Handler) newDiverters() map[string]*diverter {
 				// (its connections all busy): a plain deny, not an empty 200.
 				h.challenger.Deny(w, r, st.id, "policy")
 			},
-			BufferPool: newBufferPool(),
+			BufferPool: upstream.NewBufferPool(),
 			// A cut at max_bytes or max_duration is the bound working,
 			// not news: debug, in the edge's log, not the process's.
 			ErrorLog: slog.NewLogLogger(h.env.Log.Handler(), slog.LevelDebug),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/policy"
@@ -58,7 +59,7 @@ type Env struct {
 	access   *accessLogs
 	inflight *clientCounter // requests in flight per client (limits.requests_per_client)
 	bcrypt   chan struct{}  // bcrypt comparisons running at once
-	spill    *spillBudget   // bytes of responses buffered for slow clients
+	spill    *spill.Budget  // bytes of responses buffered for slow clients
 	hooks    testHooks      // what tests turn (testhooks.go); zero in production
 }
 

@@ -3,102 +3,37 @@ package edge
 import (
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"net/http/httputil"
-	"net/textproto"
 	"strings"
 
-	"golang.org/x/net/http/httpguts"
+	"github.com/maatproxy/maat/edge/internal/upstream"
 )
 
-// The common exchange — a GET, HEAD, OPTIONS or TRACE without a body and
-// without a protocol switch, to plain-HTTP addresses — is proxied by
-// proxyCommon, which does what httputil.ReverseProxy.ServeHTTP does for it
-// (RFC 9110, section 7.6.1: Connection and the hop-by-hop fields; trailers;
-// 1xx; flushing of streamed answers) without its clones, its client trace
-// and its copies of the header maps, and hands the request to the edge's
-// own client (h1Client). Every other request goes through ReverseProxy.
-
-// commonExchange reports whether r is one proxyCommon takes.
-func commonExchange(r *http.Request, p *pool) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-	default:
-		return false
-	}
-	return p.plain && r.ContentLength == 0 && r.Header["Upgrade"] == nil
-}
-
-// hopHeaders are the fields that concern one connection only, as
-// httputil.ReverseProxy removes them (RFC 9110, section 7.6.1; RFC 9112,
-// section 9.6; Keep-Alive and Proxy-Connection from older practice).
-var hopHeaders = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-
-func isHopHeader(k string) bool {
-	for _, h := range hopHeaders {
-		if len(k) == len(h) && strings.EqualFold(k, h) {
-			return true
-		}
-	}
-	return false
-}
-
-// removeConnectionHeaders deletes from h the fields its Connection fields
-// name, and the hop-by-hop fields.
-func removeConnectionHeaders(h http.Header) {
-	deleteNamed(h, h["Connection"])
-	for _, k := range hopHeaders {
-		delete(h, k)
-	}
-}
-
-// deleteNamed deletes from h the fields that Connection values name.
-func deleteNamed(h http.Header, connection []string) {
-	for _, f := range connection {
-		for f != "" {
-			var name string
-			name, f, _ = strings.Cut(f, ",")
-			if name = textproto.TrimString(name); name != "" && !isHopHeader(name) {
-				delete(h, http.CanonicalHeaderKey(name))
-			}
-		}
-	}
-}
+// The common exchange (upstream.Common) — a GET, HEAD, OPTIONS or TRACE
+// without a body and without a protocol switch, to plain-HTTP addresses —
+// is proxied by proxyCommon, which does what httputil.ReverseProxy.ServeHTTP
+// does for it (RFC 9110, section 7.6.1: Connection and the hop-by-hop
+// fields; trailers; 1xx; flushing of streamed answers) without its clones,
+// its client trace and its copies of the header maps; the upstream
+// transport hands it to its own client. Every other request goes through
+// ReverseProxy.
 
 // proxyCommon proxies a common exchange.
 func (h *Handler) proxyCommon(w http.ResponseWriter, r *http.Request, st *reqState) {
 	out := &st.out
-	*out = *r // shares the context (and the request's state) and the URL, replaced by rewrite
-	out.Body, out.ContentLength, out.Close, out.RequestURI = nil, 0, false, ""
-	out.TransferEncoding, out.Trailer, out.GetBody = nil, nil, nil
-	hdr := make(http.Header, len(r.Header)+10)
-	for k, vs := range r.Header {
-		switch {
-		case isHopHeader(k):
-		case k == "Forwarded" || k == "X-Forwarded-For" || k == "X-Forwarded-Host" || k == "X-Forwarded-Proto":
-			// what the client said is replaced (rewrite keeps a trusted proxy's)
-		default:
-			hdr[k] = vs[:len(vs):len(vs)] // shared, and full: whoever adds a value copies
-		}
-	}
-	deleteNamed(hdr, r.Header["Connection"])
-	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
-		hdr["Te"] = []string{"trailers"} // the client takes trailers: say so (ReverseProxy's issue 21096)
-	}
-	out.Header = hdr
+	upstream.CommonRequest(out, r) // shares the context (and the request's state) and the URL, replaced by rewrite
 	pr := httputil.ProxyRequest{In: r, Out: out}
 	h.rewrite(&pr)
 
-	st.info = w
+	st.up.Info = w // 1xx answers, while it waits
 	res, err := h.upstream.RoundTrip(out)
-	st.info = nil
+	st.up.Info = nil
 	if err != nil {
 		h.upstreamError(w, out, err)
 		return
 	}
-	removeConnectionHeaders(res.Header)
+	upstream.RemoveHopHeaders(res.Header)
 	_ = h.upstreamResponse(res) // never fails
 	dst := w.Header()
 	for k, vs := range res.Header {
@@ -147,7 +82,7 @@ func (h *Handler) copyBody(w http.ResponseWriter, res *http.Response) error {
 	if res.Body == http.NoBody {
 		return nil
 	}
-	stream := res.ContentLength < 0 || eventStream(res.Header.Get("Content-Type"))
+	stream := res.ContentLength < 0 || upstream.EventStream(res.Header.Get("Content-Type"))
 	buf := h.bufs.Get()
 	defer h.bufs.Put(buf)
 	for {
@@ -169,37 +104,4 @@ func (h *Handler) copyBody(w http.ResponseWriter, res *http.Response) error {
 			return rerr
 		}
 	}
-}
-
-// eventStream reports whether a Content-Type is text/event-stream (HTML,
-// "Server-sent events"), without allocating for the common other types.
-func eventStream(ct string) bool {
-	if len(ct) < len("text/event-stream") || !strings.EqualFold(ct[:len("text/event-stream")], "text/event-stream") {
-		return false
-	}
-	base, _, _ := mime.ParseMediaType(ct)
-	return base == "text/event-stream"
-}
-
-// infoResponse passes a 1xx answer (103 Early Hints) to the client of a
-// common exchange, as ReverseProxy's client trace does for the others.
-func infoResponse(req *http.Request, code int, hdr textproto.MIMEHeader) bool {
-	st := stateOf(req)
-	if st == nil || st.info == nil {
-		return false
-	}
-	dst := st.info.Header()
-	saved := make(http.Header, len(dst))
-	for k, vs := range dst {
-		saved[k] = vs
-	}
-	for k, vs := range hdr {
-		dst[k] = append(dst[k], vs...)
-	}
-	st.info.WriteHeader(code)
-	clear(dst)
-	for k, vs := range saved { // what the edge set before (HSTS, Alt-Svc) goes with the final answer
-		dst[k] = vs
-	}
-	return true
 }

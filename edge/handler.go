@@ -15,6 +15,8 @@ import (
 
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/compress"
+	"github.com/maatproxy/maat/edge/internal/spill"
+	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/urlpath"
@@ -32,12 +34,9 @@ type Handler struct {
 	trusted    trustedProxies
 	policy     *policy.Policy
 	challenger *challenge.Challenger
-	maat       http.Handler // everything under /.maat/
-	transport  *http.Transport
-	h1         *h1Client
-	conns      *connLimit         // the connections open to each upstream address, over both clients
-	upstream   *upstreamTransport // both clients, behind the connection slots and failover
-	bufs       *bufferPool
+	maat       http.Handler        // everything under /.maat/
+	upstream   *upstream.Transport // the upstreams' client: connection slots, failover
+	bufs       *upstream.BufferPool
 	proxy      *httputil.ReverseProxy
 	compressed http.Handler // answer, with responses compressed where they qualify
 	diverts    map[string]*diverter
@@ -60,7 +59,7 @@ func NewHandler(cfg Config, env Env) (*Handler, error) {
 		env.bcrypt = newBcryptSlots()
 	}
 	if env.spill == nil {
-		env.spill = newSpillBudget(max(cfg.Limits.SpillTotal, 0))
+		env.spill = spill.NewBudget(max(cfg.Limits.SpillTotal, 0))
 	}
 	h := &Handler{cfg: cfg, env: env, own: own}
 	h.prebufs.New = func() any { b := make([]byte, prebufferBytes); return &b }
@@ -92,7 +91,10 @@ func validateOnce(cfg *Config, hooks *testHooks) error {
 func (h *Handler) build() error {
 	cfg, env := &h.cfg, &h.env
 	var err error
-	h.sites, err = newSiteTable(cfg, env.access.open, &slotTable{size: cfg.Limits.UpstreamConns, streams: cfg.Limits.UpstreamStreams, quiet: env.hooks.streamQuiet})
+	if h.upstream, err = h.newUpstream(); err != nil {
+		return err
+	}
+	h.sites, err = newSiteTable(cfg, env.access.open, h.upstream)
 	if err != nil {
 		return err
 	}
@@ -109,21 +111,7 @@ func (h *Handler) build() error {
 		return err
 	}
 	h.maat = h.challenger.Handler(challengeClient)
-	tlsByAddr, err := upstreamTLSConfigs(cfg)
-	if err != nil {
-		return err
-	}
-	lim := newConnLimit(cfg.Limits.UpstreamConns, cfg.Timeouts.UpstreamDial.D())
-	h.conns = lim
-	h.transport = newTransport(cfg, tlsByAddr, lim)
-	h.h1 = newH1Client(cfg, lim)
-	lim.evict = func(addr string) {
-		h.transport.CloseIdleConnections()
-		h.h1.closeIdle(addr)
-	}
-	h.upstream = &upstreamTransport{base: h.transport, fast: h.h1, queue: cfg.Limits.UpstreamQueue.D(),
-		read: cfg.Timeouts.UpstreamRead.D()}
-	h.bufs = newBufferPool()
+	h.bufs = upstream.NewBufferPool()
 	h.proxy = h.newReverseProxy(h.upstream, h.bufs)
 	cmp, err := compress.New(compress.Config{})
 	if err != nil {
@@ -139,11 +127,8 @@ func (h *Handler) build() error {
 // Requests still in flight finish. The Server closes an old Handler after a
 // reload swapped in its successor.
 func (h *Handler) Close() {
-	if h.transport != nil {
-		h.transport.CloseIdleConnections()
-	}
-	if h.h1 != nil {
-		h.h1.Close()
+	if h.upstream != nil {
+		h.upstream.Close()
 	}
 	for _, d := range h.diverts {
 		d.transport.CloseIdleConnections()
@@ -171,7 +156,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_ = dw.SetWriteDeadline(time.Time{}) // a websocket is not bounded by it
 		}
 	}
-	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	r = r.WithContext(upstream.WithRoute(context.WithValue(r.Context(), stateKey{}, st), &st.up))
 	defer h.finish(st, rec, r)
 
 	if !st.clientOK {
@@ -254,7 +239,8 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request) {
 		h.serveStatic(w, r, st)
 		return
 	}
-	if commonExchange(r, st.route.pool) {
+	st.up = upstream.Route{Pool: st.route.pool, Client: clientKey(st.client), OnCut: func() { h.cutSlowClient(st) }}
+	if upstream.Common(r, st.route.pool) {
 		h.proxyCommon(w, r, st)
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/maatproxy/maat/geo"
+	"github.com/maatproxy/maat/internal/testnet"
 )
 
 // newTestHandler builds a Handler from a configuration's sites (YAML),
@@ -269,19 +270,7 @@ func newRawUpstream(t testing.TB) *rawUpstream {
 }
 
 // readHead reads a request head, byte for byte, up to its empty line.
-func readHead(br *bufio.Reader) (string, error) {
-	var head strings.Builder
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return "", err
-		}
-		head.WriteString(line)
-		if line == "\r\n" {
-			return head.String(), nil
-		}
-	}
-}
+func readHead(br *bufio.Reader) (string, error) { return testnet.ReadHead(br) }
 
 func (u *rawUpstream) serve(c net.Conn) {
 	defer c.Close()
@@ -348,14 +337,7 @@ func requestLine(head string) string {
 // it held; the caller asserts what it needs.
 func waitFor(t testing.TB, d time.Duration, cond func() bool) bool {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
+	return testnet.WaitFor(t, d, cond)
 }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }

@@ -118,14 +118,14 @@ sites:
     upstream: [http://%s/base, %s/base]
     headers: { request: { add: { X-Added: one } } }
 `, deadAddr(t), up.URL))
-			dead := e.Handler().sites.lookup("localhost").routes[0].pool.targets[0]
+			pool := e.Handler().sites.lookup("localhost").routes[0].pool // the dead address first
 			c := e.client(t, proto)
 			for i := range 2 { // the first meets the dead address; the second goes straight on
 				res, _ := get(t, c, e.url("/x?q=1"), "User-Agent", "curl/8.5.0", "X-Forwarded-For", "203.0.113.9")
 				if res.StatusCode != http.StatusOK {
 					t.Fatalf("request %d: %d", i, res.StatusCode)
 				}
-				if i == 0 && dead.downUntil.Load() == 0 {
+				if i == 0 && !pool.State()[0].Down {
 					t.Fatal("the first request did not try the dead address: no failover to test")
 				}
 			}

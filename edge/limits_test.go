@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/crypto/bcrypt"
@@ -811,7 +812,7 @@ func TestWaitingRequestDrainsSlowReaders(t *testing.T) {
 	_, _ = io.WriteString(slow, "GET /big HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
 	// The slow reader holds the one connection: the upstream is stuck
 	// writing to the edge, the edge to the client.
-	if !waitFor(t, 10*time.Second, func() bool { return e.Server.handler.Load().env.spill.used.Load() == 0 && inflight.Load() == 1 }) {
+	if !waitFor(t, 10*time.Second, func() bool { return e.Server.handler.Load().env.spill.Used() == 0 && inflight.Load() == 1 }) {
 		t.Fatal("the slow reader never took the upstream's connection")
 	}
 	res, body := get(t, e.client(t, "h2"), e.url("/small"), "User-Agent", "curl/8.5.0")
@@ -884,7 +885,7 @@ func TestUpstreamConnectionsCappedOverBothClients(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	if m := h.conns.peak(); m > 2 {
+	if m := h.upstream.Peak(); m > 2 {
 		t.Errorf("the edge had %d connections open to the upstream at once, want at most upstream_conns (2)", m)
 	}
 	// The upstream counts a connection the edge closed only once it reads
@@ -985,8 +986,9 @@ func TestCutBodiesNeverForwarded(t *testing.T) {
 // quietPoll opens /poll of streamsUpstream through e over HTTP/1.1 and
 // reads the first byte of its answer: the edge is then waiting for the
 // rest from the upstream, holding the upstream's one connection. It
-// returns once the edge's read of the answer is under way.
-func quietPoll(t *testing.T, e *testEdge) *connSlots {
+// returns once the edge's read of the answer is under way, with the pool
+// of the upstream.
+func quietPoll(t *testing.T, e *testEdge) *upstream.Pool {
 	t.Helper()
 	conn, err := tls.Dial("tcp", e.Addrs().HTTPS, e.tlsConfig("http/1.1"))
 	if err != nil {
@@ -1003,21 +1005,12 @@ func quietPoll(t *testing.T, e *testEdge) *connSlots {
 	if _, err := io.ReadFull(res.Body, b[:]); err != nil || b[0] != 'o' {
 		t.Fatalf("the long poll's first byte: %q %v", b, err)
 	}
-	slots := e.Handler().sites.lookup("localhost").routes[0].pool.targets[0].slots
-	reading := func() bool {
-		slots.mu.Lock()
-		defer slots.mu.Unlock()
-		for b := range slots.answers {
-			if b.readSince.Load() != 0 {
-				return true
-			}
-		}
-		return false
-	}
+	pool := e.Handler().sites.lookup("localhost").routes[0].pool
+	reading := func() bool { return pool.State()[0].Reading > 0 }
 	if !waitFor(t, 20*time.Second, reading) {
 		t.Fatal("the edge never waited for the rest of the long poll")
 	}
-	return slots
+	return pool
 }
 
 // TestWaiterHonoursQueueBehindQuietAnswer: a request waiting for the one
@@ -1042,7 +1035,7 @@ func TestWaiterHonoursQueueBehindQuietAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := startEdgeHooks(t, cfg, testHooks{streamQuiet: time.Hour}, io.Discard) // the answer stays an ordinary one
-			slots := quietPoll(t, e)
+			pool := quietPoll(t, e)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "GET", e.url("/plain"), nil)
@@ -1061,12 +1054,12 @@ func TestWaiterHonoursQueueBehindQuietAnswer(t *testing.T) {
 				done <- result{res, err}
 			}()
 			if tt.queue == "60s" {
-				waiting := func() bool { slots.mu.Lock(); defer slots.mu.Unlock(); return slots.nwait == 1 }
+				waiting := func() bool { return pool.State()[0].Waiting == 1 }
 				if !waitFor(t, 20*time.Second, waiting) {
 					t.Fatal("the request never waited for the connection")
 				}
 				cancel()
-				left := func() bool { slots.mu.Lock(); defer slots.mu.Unlock(); return slots.nwait == 0 }
+				left := func() bool { return pool.State()[0].Waiting == 0 }
 				if !waitFor(t, 20*time.Second, left) {
 					t.Fatal("a request whose client left still waits for the connection")
 				}
@@ -1093,12 +1086,12 @@ func TestLongPollGivesItsSlot(t *testing.T) {
 	up := streamsUpstream(t)
 	e := startEdge(t, "limits: {upstream_conns: 1, upstream_queue: 30s}\npolicy: \"\"\n"+
 		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
-	slots := quietPoll(t, e)
+	pool := quietPoll(t, e)
 	res, body := get(t, e.client(t, "h2"), e.url("/plain"), "User-Agent", "curl/8.5.0")
 	if res.StatusCode != 200 || body != "ok" {
 		t.Fatalf("a request beside a long poll: %d %q", res.StatusCode, body)
 	}
-	if n := slots.nstreams.Load(); n != 1 {
+	if n := pool.State()[0].Streams; n != 1 {
 		t.Errorf("%d streams counted, want the long poll", n)
 	}
 }

@@ -2,120 +2,58 @@ package edge
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/http/httputil"
-	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/maatproxy/maat/edge/internal/spill"
+	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/maatproxy/maat/static"
 )
 
-// dialer is how the edge connects to an upstream address.
-type dialer func(ctx context.Context, network, addr string) (net.Conn, error)
-
-// upstreamDialers returns the dialers of plain and https:// upstream
-// addresses; unix:/path.sock addresses are dialed as unix sockets.
-func upstreamDialers(cfg *Config, tlsByAddr map[string]*tls.Config, lim *connLimit) (plain, secure dialer) {
-	d := &net.Dialer{Timeout: cfg.Timeouts.UpstreamDial.D(), KeepAlive: 30 * time.Second}
-	plain = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if path, ok := unixSocket(addr); ok {
-			return d.DialContext(ctx, "unix", path)
-		}
-		return d.DialContext(ctx, network, addr)
-	}
-	// https:// upstreams: verified as their upstream_tls says (the
-	// system's roots by default), HTTP/1.1 as for the others.
-	secure = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conf := tlsByAddr[addr]
-		if conf == nil {
-			host, _, _ := net.SplitHostPort(addr)
-			conf = &tls.Config{ServerName: host, NextProtos: []string{"http/1.1"}}
-		}
-		raw, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		c := tls.Client(raw, conf)
-		if err := c.HandshakeContext(ctx); err != nil {
-			raw.Close()
-			return nil, &net.OpError{Op: "dial", Net: network, Err: err} // not sent: another address may be tried
-		}
-		return c, nil
-	}
-	return lim.wrap(plain), lim.wrap(secure)
-}
-
-// newTransport returns the upstream transport of the exchanges h1Client
-// does not take: pooled connections sized for a proxy's concurrency (Go's
-// default of 2 idle connections per host costs a third of the
-// throughput), plain HTTP/1.1, no transparent decompression. Exchanges
-// per address are capped by connSlots, which queue requests beyond the
-// cap.
-func newTransport(cfg *Config, tlsByAddr map[string]*tls.Config, lim *connLimit) *http.Transport {
-	plain, secure := upstreamDialers(cfg, tlsByAddr, lim)
-	return &http.Transport{
-		Proxy:               nil, // never an environment proxy between the edge and its upstream
-		DialContext:         plain,
-		DialTLSContext:      secure,
-		MaxIdleConns:        4096,
-		MaxIdleConnsPerHost: cfg.Limits.UpstreamConns,
-		// The slots bound exchanges; this bounds connections, dials in
-		// progress included: a request reset while its dial is under way
-		// leaves that dial to finish into the idle pool, and without this
-		// cap a flood of resets would dial on and on. A stream's connection
-		// (an event stream, a long poll) stays the Transport's while it
-		// lasts, beside the others: connLimit holds those to
-		// upstream_conns.
-		MaxConnsPerHost:        cfg.Limits.UpstreamConns + cfg.Limits.UpstreamStreams,
-		IdleConnTimeout:        90 * time.Second,
-		ResponseHeaderTimeout:  cfg.Timeouts.UpstreamHeader.D(),
-		ExpectContinueTimeout:  time.Second,
-		DisableCompression:     true,
-		MaxResponseHeaderBytes: maxUpstreamHeaderBytes,
-		WriteBufferSize:        32 << 10,
-		ReadBufferSize:         32 << 10,
+// upstreamOptions are the bounds of the upstream transport in cfg.
+func upstreamOptions(cfg *Config) upstream.Options {
+	return upstream.Options{
+		Conns:          cfg.Limits.UpstreamConns,
+		Streams:        cfg.Limits.UpstreamStreams,
+		Queue:          cfg.Limits.UpstreamQueue.D(),
+		ConnectTimeout: cfg.Timeouts.UpstreamDial.D(),
+		HeaderTimeout:  cfg.Timeouts.UpstreamHeader.D(),
+		ReadTimeout:    cfg.Timeouts.UpstreamRead.D(),
+		FailPause:      cfg.Timeouts.FailPause.D(),
+		UnixSocket:     unixSocket,
 	}
 }
 
-// closeIdleUpstreams closes the idle upstream connections of both
-// clients; they are dialed anew when needed.
-func (h *Handler) closeIdleUpstreams() {
-	h.transport.CloseIdleConnections()
-	h.h1.CloseIdleConnections()
-}
-
-// maxUpstreamHeaderBytes bounds the head of an upstream's answer.
-const maxUpstreamHeaderBytes = 1 << 20
-
-// newH1Client returns the client of the common exchanges (h1Client), with
-// the Transport's timeouts and bounds.
-func newH1Client(cfg *Config, lim *connLimit) *h1Client {
-	plain, _ := upstreamDialers(cfg, nil, lim)
-	return &h1Client{
-		dial:           plain,
-		headerTimeout:  cfg.Timeouts.UpstreamHeader.D(),
-		readTimeout:    cfg.Timeouts.UpstreamRead.D(),
-		maxHeaderBytes: maxUpstreamHeaderBytes,
-		maxIdle:        cfg.Limits.UpstreamConns,
-		idleTimeout:    90 * time.Second,
+// newUpstream builds the Handler's upstream transport: its bounds, the TLS
+// of its https:// addresses, and the read-ahead of answers for slow
+// clients (unless limits.spill_total is negative).
+func (h *Handler) newUpstream() (*upstream.Transport, error) {
+	cfg := &h.cfg
+	o := upstreamOptions(cfg)
+	o.StreamQuiet = h.env.hooks.streamQuiet // zero in production: upstream's own
+	var err error
+	if o.TLS, err = upstreamTLSConfigs(cfg); err != nil {
+		return nil, err
 	}
+	if cfg.Limits.SpillTotal >= 0 {
+		m := h.env.metrics.limited
+		o.Spill = &spill.Options{Max: cfg.Limits.SpillBytes, Budget: h.env.spill, After: h.env.hooks.spillAfter,
+			OnFull: func() { m.WithLabelValues("spill_full").Inc() }}
+	}
+	return upstream.New(o), nil
 }
 
 // newReverseProxy returns the proxy for all sites of the Handler: the route
-// travels in the request's state, chosen before ServeHTTP, and the
-// upstreamTransport picks the address.
-func (h *Handler) newReverseProxy(up *upstreamTransport, bufs *bufferPool) *httputil.ReverseProxy {
+// travels in the request's context (upstream.Route), chosen before
+// ServeHTTP; rewrite picks the first address, the transport the next ones.
+func (h *Handler) newReverseProxy(up *upstream.Transport, bufs *upstream.BufferPool) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Transport:      up,
 		Rewrite:        h.rewrite,
@@ -131,12 +69,10 @@ func (h *Handler) newReverseProxy(up *upstreamTransport, bufs *bufferPool) *http
 
 // rewrite builds the upstream request from the inbound one (DESIGN.md
 // "Headers to the upstream"). It runs once per request: a retry on another
-// address changes only the URL's host (upstreamTransport).
+// address changes only the URL's host (upstream.Transport).
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	st := stateOf(pr.In)
-	st.inURL = pr.In.URL
-	st.target = st.route.pool.pick(st.start, nil)
-	pr.Out.URL = upstreamURL(st.target.url, pr.In.URL)
+	pr.Out.URL = st.up.Pick(pr.In.URL, st.start)
 	pr.Out.Host = pr.In.Host // the upstream sees the site's name, as behind Caddy
 	hdr := pr.Out.Header
 	for k := range hdr { // every client-sent X-Maat-* goes, whatever its case
@@ -191,283 +127,6 @@ func forwardedProto(r *http.Request) string {
 	return "http"
 }
 
-// upstreamURL is the URL of the inbound request at an upstream address:
-// the address's base path joined with the request's path (escaping kept),
-// and the request's query. It is httputil.ProxyRequest.SetURL's join,
-// written once for the first try and for retries on another address.
-func upstreamURL(base, in *url.URL) *url.URL {
-	u := *in
-	u.Scheme, u.Host, u.User = base.Scheme, base.Host, nil
-	if base.Path != "" && base.Path != "/" {
-		p := strings.TrimSuffix(base.EscapedPath(), "/") + in.EscapedPath()
-		u.Path = strings.TrimSuffix(base.Path, "/") + in.Path
-		u.RawPath = ""
-		if u.EscapedPath() != p {
-			u.RawPath = p
-		}
-	}
-	if base.RawQuery != "" && in.RawQuery != "" {
-		u.RawQuery = base.RawQuery + "&" + in.RawQuery
-	} else if base.RawQuery != "" {
-		u.RawQuery = base.RawQuery
-	}
-	return &u
-}
-
-// upstreamTransport sends a request to the route's pool: it takes a
-// connection slot of an address (waiting at most queue for one), and when
-// the connection cannot be made — so nothing was sent — tries the next
-// address with the same request, of which only the URL's host changes.
-// A websocket's handshake also takes one of the address's streams first
-// (limits.upstream_streams): beyond them, it is answered 503 unsent.
-type upstreamTransport struct {
-	base  http.RoundTripper
-	fast  *h1Client // the exchanges fastPath takes, when not nil
-	queue time.Duration
-	read  time.Duration // timeouts.upstream_read for base's answers; h1Client bounds its own
-}
-
-// errQueueFull marks a request that waited too long for a free connection.
-var errQueueFull = errors.New("edge: no free upstream connection")
-
-func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	st := stateOf(req)
-	pool := st.route.pool
-	var tried [8]*target
-	ntried := 0
-	retryable := req.Body == nil || req.Body == http.NoBody
-	rt := t.base
-	var conn *atomic.Pointer[limitedConn]
-	if t.fast != nil && fastPath(req) {
-		rt = t.fast
-	} else {
-		// The connection under the answer, which a stream takes out of
-		// limits.upstream_conns' count.
-		conn = new(atomic.Pointer[limitedConn])
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-			GotConn: func(i httptrace.GotConnInfo) {
-				if lc, ok := i.Conn.(*limitedConn); ok {
-					conn.Store(lc)
-				}
-			}}))
-	}
-	upgrade := req.Header["Upgrade"] != nil // only websockets' are forwarded
-	out := req                              // rewrite built it for st.target
-	for {
-		tg := st.target
-		if upgrade && !tg.slots.takeStream() {
-			return nil, errStreamsFull
-		}
-		if err := tg.slots.acquire(req.Context(), st.client, t.queue); err != nil {
-			if upgrade {
-				tg.slots.giveStream()
-			}
-			return nil, err
-		}
-		res, err := rt.RoundTrip(out)
-		if err == nil {
-			var lc *limitedConn
-			if conn != nil {
-				lc = conn.Load()
-			}
-			return t.hold(res, tg.slots, st.client, lc, upgrade)
-		}
-		tg.slots.release(st.client)
-		if upgrade {
-			tg.slots.giveStream()
-		}
-		if !isDialError(err) {
-			return nil, err
-		}
-		now := time.Now()
-		pool.fail(tg, now)
-		tried[ntried] = tg
-		ntried++
-		if !retryable || ntried >= len(pool.targets) || ntried >= len(tried) {
-			return nil, err
-		}
-		next := pool.pick(now, tried[:ntried])
-		if next == nil {
-			return nil, err
-		}
-		st.target = next
-		out = new(http.Request)
-		*out = *req
-		out.URL = upstreamURL(next.url, st.inURL)
-	}
-}
-
-// hold settles what an answer holds until it ends. A stream — a protocol
-// switch (websockets, which took a stream before it was sent: ticket) or
-// server-sent events — gives its slot back at once and holds one of the
-// address's streams, or, when they are all open, is refused (503); its
-// connection is not counted among limits.upstream_conns meanwhile. Any
-// other answer holds its slot until its body is closed (ReverseProxy
-// closes it after copying, or on the client's reset), unless it turns out
-// a long poll (connSlots.settle).
-func (t *upstreamTransport) hold(res *http.Response, slots *connSlots, client netip.Addr, lc *limitedConn, ticket bool) (*http.Response, error) {
-	b := &upstreamBody{ReadCloser: res.Body, slots: slots, client: client, conn: lc}
-	rwc, switched := res.Body.(io.ReadWriteCloser)
-	switched = switched && res.StatusCode == http.StatusSwitchingProtocols
-	stream := switched || eventStream(res.Header.Get("Content-Type"))
-	if ticket && !switched {
-		slots.giveStream() // not switched: an answer as any other
-		ticket = false
-	}
-	if stream && !ticket && !slots.takeStream() {
-		_ = res.Body.Close()
-		slots.release(client)
-		return nil, errStreamsFull
-	}
-	if !stream {
-		b.state = bodySlot
-		if hb, ok := res.Body.(*h1Body); ok {
-			b.conn = hb.limited()
-		} else if t.read > 0 {
-			b.read = t.read
-			b.timer = time.AfterFunc(time.Hour, b.timeout)
-			b.timer.Stop()
-		}
-		slots.track(b)
-		res.Body = b
-		return res, nil
-	}
-	b.state = bodyStream
-	if hb, ok := res.Body.(*h1Body); ok {
-		b.conn = hb.limited()
-		hb.streams() // server-sent events: quiet as long as they like
-	}
-	if b.conn != nil {
-		b.conn.uncount()
-	}
-	slots.release(client)
-	if switched {
-		res.Body = &upstreamRWC{upstreamBody: b, rwc: rwc}
-		return res, nil
-	}
-	res.Body = b
-	return res, nil
-}
-
-// upstreamBody is an upstream answer's body, which holds a connection slot
-// (bodySlot) or one of the address's streams (bodyStream) until it is
-// closed. An ordinary answer of http.Transport's waits at most read
-// (timeouts.upstream_read) for each read; h1Client bounds its own.
-type upstreamBody struct {
-	io.ReadCloser
-	slots     *connSlots
-	client    netip.Addr
-	conn      *limitedConn // the connection under the answer, if counted by connLimit
-	read      time.Duration
-	timer     *time.Timer // closes the body when a read waits past read
-	timedOut  atomic.Bool
-	readSince atomic.Int64              // when the read under way began (UnixNano); 0: none
-	spill     atomic.Pointer[spillBody] // the read-ahead that wraps this body, if any
-
-	mu    sync.Mutex
-	state int8
-}
-
-const (
-	bodySlot = iota + 1
-	bodyStream
-	bodyDone
-)
-
-// errUpstreamRead is an answer whose upstream sent nothing for
-// timeouts.upstream_read.
-var errUpstreamRead = errors.New("edge: upstream answer quiet past timeouts.upstream_read")
-
-func (b *upstreamBody) Read(p []byte) (int, error) {
-	b.readSince.Store(time.Now().UnixNano())
-	if b.timer != nil {
-		b.timer.Reset(b.read)
-	}
-	n, err := b.ReadCloser.Read(p)
-	if b.timer != nil {
-		b.timer.Stop()
-		if b.timedOut.Load() {
-			err = errUpstreamRead
-		}
-	}
-	b.readSince.Store(0)
-	return n, err
-}
-
-// timeout ends a read that waited past read.
-func (b *upstreamBody) timeout() {
-	b.timedOut.Store(true)
-	_ = b.ReadCloser.Close()
-}
-
-// holdsSlot reports whether the answer holds a slot, not a stream.
-func (b *upstreamBody) holdsSlot() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.state == bodySlot
-}
-
-// toStream makes an answer holding a slot a stream, if one of the
-// address's streams is free: it gives its slot to a waiting request.
-func (b *upstreamBody) toStream() bool {
-	if !b.slots.takeStream() {
-		return false
-	}
-	b.mu.Lock()
-	if b.state != bodySlot {
-		b.mu.Unlock()
-		b.slots.giveStream()
-		return false
-	}
-	b.state = bodyStream
-	// Before Close can see the stream (end counts the connection again).
-	if hb, ok := b.ReadCloser.(*h1Body); ok {
-		hb.noReuse() // its connection was not counted: it is not kept
-	}
-	if b.conn != nil {
-		b.conn.uncount()
-	}
-	b.mu.Unlock()
-	b.slots.untrack(b)
-	b.slots.release(b.client)
-	return true
-}
-
-func (b *upstreamBody) Close() error {
-	err := b.ReadCloser.Close()
-	if b.timer != nil {
-		b.timer.Stop()
-	}
-	b.end()
-	return err
-}
-
-// end gives back the slot or the stream the answer held.
-func (b *upstreamBody) end() {
-	b.mu.Lock()
-	state := b.state
-	b.state = bodyDone
-	b.mu.Unlock()
-	switch state {
-	case bodySlot:
-		b.slots.untrack(b)
-		b.slots.release(b.client)
-	case bodyStream:
-		b.slots.giveStream()
-		if b.conn != nil {
-			b.conn.recount() // kept by the client for another exchange: counted again
-		}
-	}
-}
-
-// upstreamRWC is the tunnel of a protocol switch (a websocket), a stream.
-type upstreamRWC struct {
-	*upstreamBody
-	rwc io.ReadWriteCloser
-}
-
-func (b *upstreamRWC) Write(p []byte) (int, error) { return b.rwc.Write(p) }
-
 // clientBody remembers why reading the client's request body failed, so
 // that a broken upload is answered as the client's error, not the
 // upstream's.
@@ -502,34 +161,18 @@ func securityHeaders(site *site, h http.Header) {
 	}
 }
 
-// upstreamResponse marks the address healthy and applies the response
-// rules.
+// upstreamResponse applies the response rules, and hands the answer's
+// read-ahead, if any, to the response's writer.
 func (h *Handler) upstreamResponse(res *http.Response) error {
 	st := stateOf(res.Request)
-	st.route.pool.ok(st.target)
 	hdr := res.Header
 	securityHeaders(st.site, hdr)
 	for i := range st.route.respOps {
 		st.route.respOps[i].apply(hdr)
 	}
 	h.env.metrics.upstream.WithLabelValues(st.site.name).Observe(sinceSeconds(st.start))
-	ub, _ := res.Body.(*upstreamBody)
-	if h.cfg.Limits.SpillTotal >= 0 && ub != nil && ub.holdsSlot() && res.ContentLength != 0 {
-		m := h.env.metrics.limited
-		sb := newSpillBody(res.Body, h.cfg.Limits.SpillBytes, h.env.spill, st.target.slots,
-			func() { m.WithLabelValues("spill_full").Inc() },
-			func() {
-				m.WithLabelValues("slow_client_cut").Inc()
-				if dw := st.rec.dw; dw != nil {
-					_ = dw.SetWriteDeadline(time.Now()) // and end the write it is stuck in
-				}
-			})
-		if h.env.hooks.spillAfter > 0 {
-			sb.after = h.env.hooks.spillAfter
-		}
-		ub.spill.Store(sb)
-		res.Body = sb
-		st.rec.spill = sb
+	if sb, ok := res.Body.(*spill.Body); ok {
+		st.rec.spill = sb // a write that blocks for sb.After() drains it ahead of the client
 	}
 	return nil
 }
@@ -563,24 +206,30 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	status, reason := http.StatusBadGateway, reasonUpstreamError
 	switch {
-	case errors.Is(err, errQueueFull):
+	case errors.Is(err, upstream.ErrQueueFull):
 		status, reason = http.StatusServiceUnavailable, reasonUpstreamBusy
 		w.Header().Set("Retry-After", "5")
-	case errors.Is(err, errStreamsFull):
+	case errors.Is(err, upstream.ErrStreamsFull):
 		status, reason = http.StatusServiceUnavailable, reasonUpstreamStreams
 		w.Header().Set("Retry-After", "5")
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		status, reason = http.StatusGatewayTimeout, reasonUpstreamTimeout
-	case isDialError(err):
+	case upstream.IsDialError(err):
 		reason = reasonUpstreamUnreachable
 	}
-	upstream := ""
-	if st.target != nil {
-		upstream = st.target.url.Host
-	}
 	h.env.Log.LogAttrs(r.Context(), slog.LevelWarn, "upstream_failed", slog.String("request_id", st.id),
-		slog.String("upstream", upstream), slog.String("reason", reason), slog.String("error", err.Error()))
+		slog.String("upstream", st.up.Addr()), slog.String("reason", reason), slog.String("error", err.Error()))
 	h.errorPage(w, r, status, reason)
+}
+
+// cutSlowClient ends the write a client is stuck in when its answer's
+// read-ahead was cut: half the address's connections were held by slow
+// clients already (spill).
+func (h *Handler) cutSlowClient(st *reqState) {
+	h.env.metrics.limited.WithLabelValues("slow_client_cut").Inc()
+	if dw := st.rec.dw; dw != nil {
+		_ = dw.SetWriteDeadline(time.Now())
+	}
 }
 
 // clientError answers a request the client spoiled; it is counted as the
@@ -602,11 +251,6 @@ func clientLeft(err error) bool {
 	}
 	var ne net.Error
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.As(err, &ne)
-}
-
-func isDialError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }
 
 func isTimeout(err error) bool {

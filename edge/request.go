@@ -3,11 +3,12 @@ package edge
 import (
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/edge/internal/spill"
+	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/httpfp"
@@ -25,10 +26,9 @@ type reqState struct {
 	client      netip.Addr
 	site        *site
 	route       *route
-	model       string   // the path as the most lenient common upstream reads it (urlpath)
-	match       string   // model, folded when the route matches in any case: what guards decide on
-	target      *target  // the upstream address of the current try
-	inURL       *url.URL // the inbound request's (normalized) URL
+	model       string         // the path as the most lenient common upstream reads it (urlpath)
+	match       string         // model, folded when the route matches in any case: what guards decide on
+	up          upstream.Route // what the upstream transport needs, on the request's context
 	tls         *tlsfp.Fingerprint
 	http        *httpfp.Fingerprint
 	ja4         string
@@ -44,11 +44,10 @@ type reqState struct {
 	geo         geo.Info  // the client's ASN and country, with geo databases
 	rec         *recorder // the response, as the edge writes it
 	demo        bool
-	user        string              // the basic-auth user, once accepted
-	hdrVals     [8]string           // the values of the headers rewrite adds
-	recorder    recorder            // the response's, which rec points to
-	out         http.Request        // the upstream request of a common exchange (proxyCommon)
-	info        http.ResponseWriter // where a common exchange's 1xx answers go, while it waits
+	user        string       // the basic-auth user, once accepted
+	hdrVals     [8]string    // the values of the headers rewrite adds
+	recorder    recorder     // the response's, which rec points to
+	out         http.Request // the upstream request of a common exchange (proxyCommon)
 }
 
 type stateKey struct{}
@@ -132,8 +131,8 @@ type recorder struct {
 	writeTimeout time.Duration
 	deadline     time.Time // the write deadline set, zero before the first write
 	// spill, when an upstream answers, is its body; a write that blocks
-	// for spillAfter starts draining it ahead of the client.
-	spill      *spillBody
+	// for spill.After() starts draining it ahead of the client.
+	spill      *spill.Body
 	spillTimer *time.Timer
 }
 
@@ -157,10 +156,10 @@ func (r *recorder) armWrite() {
 func (r *recorder) WriteHeader(code int) {
 	if code == http.StatusContinue {
 		// An upstream's 100 Continue (forwarded by ReverseProxy's client
-		// trace or infoResponse) always comes after the edge began to read
-		// the body (prebuffer), when net/http's HTTP/1.1 and HTTP/2 servers
-		// sent their own: the client would get two. Other 1xx (103 Early
-		// Hints) pass.
+		// trace or the upstream transport's Route.Info) always comes after
+		// the edge began to read the body (prebuffer), when net/http's
+		// HTTP/1.1 and HTTP/2 servers sent their own: the client would get
+		// two. Other 1xx (103 Early Hints) pass.
 		return
 	}
 	if r.status == 0 && code >= 200 {
@@ -176,9 +175,9 @@ func (r *recorder) Write(p []byte) (int, error) {
 	r.armWrite()
 	if sb := r.spill; sb != nil {
 		if r.spillTimer == nil {
-			r.spillTimer = time.AfterFunc(sb.after, sb.drain)
+			r.spillTimer = time.AfterFunc(sb.After(), sb.Drain)
 		} else {
-			r.spillTimer.Reset(sb.after)
+			r.spillTimer.Reset(sb.After())
 		}
 		defer r.spillTimer.Stop()
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/edge/internal/park"
+	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/policy"
@@ -148,7 +149,7 @@ func newServer(cfg Config, log *slog.Logger, hooks testHooks) (_ *Server, err er
 	s.env.ids = newRequestIDs()
 	s.env.inflight = newClientCounter(cfg.Limits.RequestsPerClient)
 	s.env.bcrypt = newBcryptSlots()
-	s.env.spill = newSpillBudget(max(cfg.Limits.SpillTotal, 0))
+	s.env.spill = spill.NewBudget(max(cfg.Limits.SpillTotal, 0))
 	s.conns1 = newClientCounter(cfg.Limits.ConnsPerClient)
 	s.seen = newSeenAddrs()
 	s.park = park.New(parkHost{s}, s.parkOptions(&cfg))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/static"
 	"github.com/maatproxy/maat/urlpath"
@@ -34,16 +35,15 @@ type site struct {
 type route struct {
 	prefix  string // "" = the site's default upstream
 	fold    bool   // the prefix matches in any case (match_case: false)
-	pool    *pool
+	pool    *upstream.Pool
 	static  *static.Handler // nil: the pool's upstream
 	auth    *basicAuth
 	reqOps  []headerOps // the site's rules, then the route's
 	respOps []headerOps
 }
 
-func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWriter, error), slots *slotTable) (*siteTable, error) {
+func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWriter, error), up *upstream.Transport) (*siteTable, error) {
 	t := &siteTable{byHost: map[string]*site{}, wildcard: map[string]*site{}}
-	pause := cfg.Timeouts.FailPause.D()
 	for i, sc := range cfg.Sites {
 		s := &site{index: i, maxBody: sc.MaxBodyBytes, canonical: normalizeHost(sc.Canonical),
 			redirects: compileRedirects(sc.Redirects), hsts: hstsValue(&cfg.Sites[i], cfg.TLS.Mode),
@@ -61,7 +61,7 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 			s.name = "*"
 		}
 		for _, r := range sc.Routes {
-			rt := &route{prefix: r.Path, fold: !matchCase(&r), pool: newPool(r.Upstream, pause, slots),
+			rt := &route{prefix: r.Path, fold: !matchCase(&r), pool: up.NewPool(r.Upstream),
 				auth: newBasicAuth(r.BasicAuth), reqOps: opsList(sc.Headers.Request, r.Headers.Request),
 				respOps: opsList(sc.Headers.Response, r.Headers.Response)}
 			if err := rt.setRoot(r.Static(cfg.Limits.Ranges)); err != nil {
@@ -71,7 +71,7 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 		}
 		// Longest prefix first; the default route last.
 		sortRoutes(s.routes)
-		def := &route{pool: newPool(sc.Upstream, pause, slots),
+		def := &route{pool: up.NewPool(sc.Upstream),
 			reqOps: opsList(sc.Headers.Request), respOps: opsList(sc.Headers.Response)}
 		if err := def.setRoot(sc.Static(cfg.Limits.Ranges)); err != nil {
 			return nil, err

@@ -325,8 +325,8 @@ func TestStreamsHoldNoSlot(t *testing.T) {
 			t.Fatalf("plain POST %d beside 30 streams: %d %q", i, res.StatusCode, b)
 		}
 	}
-	slots := e.Handler().sites.lookup("localhost").routes[0].pool.targets[0].slots
-	if n := slots.nstreams.Load(); n != 30 {
+	pool := e.Handler().sites.lookup("localhost").routes[0].pool
+	if n := pool.State()[0].Streams; n != 30 {
 		t.Errorf("%d streams counted, want 30", n)
 	}
 }
@@ -358,9 +358,9 @@ func TestStreamsBounded(t *testing.T) {
 		t.Fatalf("a plain request beside the streams: %d %q", res.StatusCode, body)
 	}
 	first.Body.Close()
-	slots := e.Handler().sites.lookup("localhost").routes[0].pool.targets[0].slots
-	if !waitFor(t, 20*time.Second, func() bool { return slots.nstreams.Load() == 1 }) {
-		t.Fatalf("a closed stream still counted: %d", slots.nstreams.Load())
+	pool := e.Handler().sites.lookup("localhost").routes[0].pool
+	if !waitFor(t, 20*time.Second, func() bool { return pool.State()[0].Streams == 1 }) {
+		t.Fatalf("a closed stream still counted: %d", pool.State()[0].Streams)
 	}
 	if res, _, err := openEvents(t, sc, e.url("/events"), "data: hi\n"); err != nil || res.StatusCode != 200 {
 		t.Fatalf("a stream after one ended: %v %v", res, err)

@@ -13,9 +13,9 @@ import (
 // to every Handler it builds; tests give them to newServer, or set them in
 // the Env they give NewHandler.
 type testHooks struct {
-	// spillAfter replaces the const of that name when set (spill.go).
+	// spillAfter replaces the const of that name when set (edge/internal/spill: Options.After).
 	spillAfter time.Duration
-	// streamQuiet replaces the const of that name when set (upstream.go).
+	// streamQuiet replaces the const of that name when set (edge/internal/upstream: Options.StreamQuiet).
 	streamQuiet time.Duration
 	// parkTrace, when set, is told what the parking of idle HTTP/1
 	// connections does (edge/internal/park); parkNoPoll has parked connections wait

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package edge
+package upstream
 
 // quiet reports whether an idle connection can carry a request. Without a
 // way to peek at the socket, it trusts the connection: the retry after a

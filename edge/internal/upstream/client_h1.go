@@ -1,4 +1,4 @@
-package edge
+package upstream
 
 import (
 	"bufio"
@@ -34,7 +34,7 @@ import (
 // connection is reused only when its answer was read to the end, said
 // nothing of closing, and nothing followed it on the wire.
 //
-// The connections of an address are bounded by the caller's connSlots:
+// The connections of an address are bounded by the Transport's connSlots:
 // an exchange holds a slot for as long as it uses its connection, and at
 // most as many connections as slots wait idle.
 type h1Client struct {
@@ -67,10 +67,10 @@ type h1Conn struct {
 // errHeaderTooLarge, errUnaskedSwitch and errTooMany1xx are answers the
 // client refuses; each is the upstream's fault (502).
 var (
-	errHeaderTooLarge = errors.New("edge: upstream response header too large")
-	errUnaskedSwitch  = errors.New("edge: upstream switched protocols unasked")
-	errTooMany1xx     = errors.New("edge: too many 1xx responses from the upstream")
-	errBadHead        = errors.New("edge: request head not fit for the upstream")
+	errHeaderTooLarge = errors.New("upstream: response header too large")
+	errUnaskedSwitch  = errors.New("upstream: switched protocols unasked")
+	errTooMany1xx     = errors.New("upstream: too many 1xx responses")
+	errBadHead        = errors.New("upstream: request head not fit to send")
 )
 
 // Read reads from the connection, within what the head may still take.
@@ -112,7 +112,7 @@ func fastPath(req *http.Request) bool {
 // before any byte of the answer) is replaced by a new one once: the
 // request is idempotent and the upstream cannot have processed it, as
 // http.Transport retries it (shouldRetryRequest). A wait that timed out
-// (timeouts.upstream_header) is never retried: the upstream may be
+// (Options.HeaderTimeout) is never retried: the upstream may be
 // working on the request.
 func (c *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	addr := req.URL.Host
@@ -348,7 +348,7 @@ func (c *h1Client) Close() {
 // http.Transport's bodies allow: it ends that Read, and a connection is
 // either given back or closed, never both.
 //
-// Each read waits at most timeout (timeouts.upstream_read) for the
+// Each read waits at most timeout (Options.ReadTimeout) for the
 // upstream, unless the answer is a stream of server-sent events.
 type h1Body struct {
 	rc   io.ReadCloser

@@ -1,4 +1,4 @@
-package edge
+package spill
 
 import (
 	"bytes"
@@ -7,7 +7,30 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/maatproxy/maat/internal/testnet"
 )
+
+// counted is the Slots of a test: n slots, at most half of them stalled.
+type counted struct {
+	n       int32
+	stalled atomic.Int32
+}
+
+func (s *counted) Stall() bool {
+	if int(s.stalled.Add(1)) > max(1, int(s.n)/2) {
+		s.stalled.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *counted) Unstall() { s.stalled.Add(-1) }
+
+func waitFor(t *testing.T, d time.Duration, cond func() bool) bool {
+	t.Helper()
+	return testnet.WaitFor(t, d, cond)
+}
 
 // feedSrc is an upstream body the test feeds: each Read waits for a chunk
 // on feed (closing feed ends the body), and counts itself.
@@ -45,15 +68,15 @@ func (s *feedSrc) Close() error {
 
 // spillBodies returns n bodies over fed sources, sharing a budget with
 // turns turns whose drains yield after yield.
-func spillBodies(t *testing.T, n, turns int, yield time.Duration) ([]*spillBody, []*feedSrc) {
+func spillBodies(t *testing.T, n, turns int, yield time.Duration) ([]*Body, []*feedSrc) {
 	t.Helper()
-	budget := &spillBudget{max: 1 << 30, turns: make(chan struct{}, turns), yield: yield}
-	slots := newConnSlots(n, 1024, 0)
-	var bodies []*spillBody
+	budget := &Budget{max: 1 << 30, turns: make(chan struct{}, turns), yield: yield}
+	slots := &counted{n: int32(n)}
+	var bodies []*Body
 	var srcs []*feedSrc
 	for range n {
 		src := newFeedSrc()
-		b := newSpillBody(src, 1<<30, budget, slots, nil, nil)
+		b := New(src, slots, Options{Max: 1 << 30, Budget: budget})
 		t.Cleanup(func() { _ = b.Close() })
 		bodies, srcs = append(bodies, b), append(srcs, src)
 	}
@@ -78,7 +101,7 @@ func reading(srcs []*feedSrc) []int {
 func TestDrainsTakeTurns(t *testing.T) {
 	bodies, srcs := spillBodies(t, 5, 2, time.Hour)
 	for _, b := range bodies {
-		b.drain()
+		b.Drain()
 	}
 	if !waitFor(t, 5*time.Second, func() bool { return len(reading(srcs)) >= 2 }) {
 		t.Fatalf("drains reading their upstream: %v, want 2 (the turns)", reading(srcs))
@@ -110,11 +133,11 @@ func TestDrainsTakeTurns(t *testing.T) {
 // itself and does not wait for the other drains.
 func TestDrainWithdrawnWhenClientKeepsUp(t *testing.T) {
 	bodies, srcs := spillBodies(t, 2, 1, time.Hour)
-	bodies[0].drain() // takes the one turn, blocked reading its upstream
+	bodies[0].Drain() // takes the one turn, blocked reading its upstream
 	if !waitFor(t, 5*time.Second, func() bool { return srcs[0].reads.Load() > 0 }) {
 		t.Fatal("the first drain never read")
 	}
-	bodies[1].drain() // waits for a turn
+	bodies[1].Drain() // waits for a turn
 	go func() { srcs[1].feed <- []byte("straight") }()
 	p := make([]byte, 64)
 	done := make(chan struct{})
@@ -143,11 +166,11 @@ func TestDrainWithdrawnWhenClientKeepsUp(t *testing.T) {
 // gives its turn to the next drain instead of holding it while it waits.
 func TestSlowUpstreamGivesItsTurnBack(t *testing.T) {
 	bodies, srcs := spillBodies(t, 2, 1, 2*time.Millisecond)
-	bodies[0].drain() // its upstream never sends
+	bodies[0].Drain() // its upstream never sends
 	if !waitFor(t, 5*time.Second, func() bool { return srcs[0].reads.Load() > 0 }) {
 		t.Fatal("the first drain never read")
 	}
-	bodies[1].drain()
+	bodies[1].Drain()
 	select {
 	case srcs[1].feed <- []byte("next"):
 	case <-time.After(5 * time.Second):
@@ -190,7 +213,7 @@ func TestDrainNeverWaitsForTheUpstream(t *testing.T) {
 		t.Fatal("the client never read")
 	}
 	drained := make(chan struct{})
-	go func() { b.drain(); close(drained) }()
+	go func() { b.Drain(); close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(20 * time.Second):
@@ -205,5 +228,49 @@ func TestDrainNeverWaitsForTheUpstream(t *testing.T) {
 	}
 	if s := strings.Join(all, ""); s != "onetwo" {
 		t.Errorf("the client read %q, want %q", s, "onetwo")
+	}
+}
+
+// TestFullBufferStallsThenCuts: an answer that does not fit its buffer
+// leaves its client reading the rest from the upstream, holding its slot
+// as a stalled one; once half the address's slots are stalled so, the next
+// answer that does not fit is cut (OnCut), and its client gets what was
+// read, then the error. Closing gives the stalled slot back.
+func TestFullBufferStallsThenCuts(t *testing.T) {
+	t.Parallel()
+	slots := &counted{n: 2} // half: one slot may stall
+	budget := &Budget{max: 1 << 30, turns: make(chan struct{}, 2), yield: time.Hour}
+	var fulls, cuts atomic.Int32
+	o := Options{Max: 4, Budget: budget, OnFull: func() { fulls.Add(1) }, OnCut: func() { cuts.Add(1) }}
+	srcA, srcB := newFeedSrc(), newFeedSrc()
+	a, b := New(srcA, slots, o), New(srcB, slots, o)
+
+	a.Drain()
+	srcA.feed <- []byte("too long") // more than Max: a keeps its slot, stalled
+	if !waitFor(t, 5*time.Second, func() bool { return slots.stalled.Load() == 1 }) {
+		t.Fatal("the answer that did not fit never stalled its slot")
+	}
+	b.Drain()
+	srcB.feed <- []byte("too long") // half the slots stalled already: cut
+	if !waitFor(t, 5*time.Second, func() bool { return cuts.Load() == 1 }) {
+		t.Fatal("the second answer that did not fit was not cut")
+	}
+	if got, err := io.ReadAll(b); string(got) != "too long" || err != errStalled {
+		t.Errorf("the cut answer read %q, %v; want what was read, then errStalled", got, err)
+	}
+	go func() {
+		srcA.feed <- []byte("-rest")
+		close(srcA.feed)
+	}()
+	if got, err := io.ReadAll(a); string(got) != "too long-rest" || err != nil {
+		t.Errorf("the stalled answer read %q, %v; want all of it, from the upstream after the buffer", got, err)
+	}
+	_ = a.Close()
+	_ = b.Close()
+	if n := slots.stalled.Load(); n != 0 {
+		t.Errorf("%d slots stalled after both closed, want 0", n)
+	}
+	if n := fulls.Load(); n != 2 {
+		t.Errorf("OnFull called %d times, want 2", n)
 	}
 }

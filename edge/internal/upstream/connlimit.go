@@ -1,4 +1,4 @@
-package edge
+package upstream
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 )
 
 // connLimit bounds the connections open to each upstream address
-// (limits.upstream_conns) over both of the Handler's clients: the slots
+// (Options.Conns) over both of the Transport's clients: the slots
 // bound the exchanges, but each client keeps its own idle connections, and
 // a flood of one kind of request (GETs, on h1Client) beside another
 // (bodies, on http.Transport) would otherwise open up to twice the cap. A
@@ -21,7 +21,7 @@ import (
 type connLimit struct {
 	max     int
 	timeout time.Duration
-	evict   func(addr string) // closes idle connections to addr, set by the Handler
+	evict   func(addr string) // closes idle connections to addr, set by New
 
 	mu     sync.Mutex
 	most   int // the most connections open to one address at once
@@ -29,9 +29,9 @@ type connLimit struct {
 	closed map[string]chan struct{} // closed, and forgotten, when a connection to addr closes
 }
 
-// errUpstreamConns is a dial that found addr's connections all open for
-// the whole dial timeout.
-var errUpstreamConns = errors.New("edge: upstream connections all open")
+// ErrConnsFull is a dial that found the address's connections all open
+// for the whole connect timeout.
+var ErrConnsFull = errors.New("upstream: connections all open")
 
 func newConnLimit(max int, timeout time.Duration) *connLimit {
 	if timeout <= 0 {
@@ -90,7 +90,7 @@ func (l *connLimit) take(ctx context.Context, addr string) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
-			return fmt.Errorf("%w: %s", errUpstreamConns, addr)
+			return fmt.Errorf("%w: %s", ErrConnsFull, addr)
 		}
 	}
 }
@@ -126,8 +126,8 @@ func (l *connLimit) peak() int {
 
 // limitedConn is a connection counted by a connLimit until it closes, or
 // while it carries no stream: a stream's connection (a websocket, server-
-// sent events, a long poll) is counted under limits.upstream_streams
-// instead (connSlots), and is not counted here from the moment its answer
+// sent events, a long poll) is counted under Options.Streams instead
+// (connSlots), and is not counted here from the moment its answer
 // becomes one until it ends.
 type limitedConn struct {
 	net.Conn
