@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net"
@@ -75,7 +76,7 @@ func TestACMEThroughEdge(t *testing.T) {
 	httpsPort, httpPort := held.https, held.http
 	ca := testacme.Start(t, httpPort, httpsPort, testacme.Options{})
 	cache := filepath.Join(t.TempDir(), "certs")
-	cfg, err := ParseConfig("acme.yaml", []byte(fmt.Sprintf(`
+	cfg, err := config.Parse("acme.yaml", []byte(fmt.Sprintf(`
 listen: { https: "127.0.0.1:%d", http: "127.0.0.1:%d", admin: "127.0.0.1:0" }
 tls:
   mode: acme

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/maatproxy/maat/edge/config"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -54,7 +55,7 @@ func (w *lockedBuffer) Write(p []byte) (int, error) {
 // line.
 func servedDecision(t *testing.T, cfgYAML string, v *policy.Verifier, raw string) fplog.Record {
 	t.Helper()
-	cfg, err := ParseConfig("live.yaml", []byte("tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"+cfgYAML))
+	cfg, err := config.Parse("live.yaml", []byte("tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"+cfgYAML))
 	if err != nil {
 		t.Fatal(err)
 	}

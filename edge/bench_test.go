@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net"
@@ -22,15 +23,15 @@ import (
 
 // startBenchEdge starts an edge with yamlText, serving HTTPS only (no
 // HTTP/3) with a self-signed certificate, until b ends.
-func startBenchEdge(b *testing.B, yamlText string) (*Server, Config) {
+func startBenchEdge(b *testing.B, yamlText string) (*Server, config.Config) {
 	return startBenchEdgeWith(b, yamlText, nil)
 }
 
 // startBenchEdgeWith is startBenchEdge, the configuration edited by edit
 // (when not nil) before the edge starts.
-func startBenchEdgeWith(b *testing.B, yamlText string, edit func(*Config)) (*Server, Config) {
+func startBenchEdgeWith(b *testing.B, yamlText string, edit func(*config.Config)) (*Server, config.Config) {
 	b.Helper()
-	cfg, err := ParseConfig("bench.yaml", []byte("listen: {https: '127.0.0.1:0', http: '', admin: '', http3: false}\n"+
+	cfg, err := config.Parse("bench.yaml", []byte("listen: {https: '127.0.0.1:0', http: '', admin: '', http3: false}\n"+
 		"tls: {mode: self-signed, cache: ''}\n"+yamlText))
 	if err != nil {
 		b.Fatal(err)
@@ -239,7 +240,7 @@ func BenchmarkHandlerAllow(b *testing.B) {
 		_, _ = io.WriteString(w, body)
 	}))
 	defer up.Close()
-	cfg, err := ParseConfig("bench.yaml", []byte("tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n"))
+	cfg, err := config.Parse("bench.yaml", []byte("tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n"))
 	if err != nil {
 		b.Fatal(err)
 	}

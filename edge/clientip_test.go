@@ -1,13 +1,14 @@
 package edge
 
 import (
+	"github.com/maatproxy/maat/edge/config"
 	"net/netip"
 	"testing"
 )
 
 func TestClientAddr(t *testing.T) {
 	t.Parallel()
-	cfg, err := ParseConfig("c", []byte("trusted_proxies: [10.0.0.0/8]\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"))
+	cfg, err := config.Parse("c", []byte("trusted_proxies: [10.0.0.0/8]\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

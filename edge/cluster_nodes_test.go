@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net"
@@ -123,7 +124,7 @@ func (c *cluster) startNodeWith(name, storeURL string, storeTimeout time.Duratio
 		t.Fatal(err)
 	}
 	n := &clusterNode{name: name, log: &syncBuffer{}, fp: filepath.Join(dir, "fp.jsonl")}
-	cfg, err := ParseConfig(name+".yaml", []byte(fmt.Sprintf(`
+	cfg, err := config.Parse(name+".yaml", []byte(fmt.Sprintf(`
 listen: { https: "127.0.0.1:0", http: "", admin: "127.0.0.1:0", http3: false }
 tls:
   mode: acme

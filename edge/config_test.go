@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"github.com/maatproxy/maat/edge/config"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,7 @@ import (
 func TestLocateNewErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cfg, err := ParseConfig(dir+"/edge.yaml", []byte("tls: {mode: self-signed, cache: ''}\n\npolicy: "+dir+"/missing.yaml\nsites: [{hosts: [a.example], upstream: 'http://127.0.0.1:1'}]\n"))
+	cfg, err := config.Parse(dir+"/edge.yaml", []byte("tls: {mode: self-signed, cache: ''}\n\npolicy: "+dir+"/missing.yaml\nsites: [{hosts: [a.example], upstream: 'http://127.0.0.1:1'}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,22 +38,22 @@ func TestValidateOnce(t *testing.T) {
 		}
 	}
 	text := edgeConfigText("", "policy: \"\"\nsites: [{hosts: [localhost], upstream: 'http://127.0.0.1:1'}]\n")
-	load := func() Config {
+	load := func() config.Config {
 		t.Helper()
-		cfg, err := ParseConfig("test.yaml", []byte(text))
+		cfg, err := config.Parse("test.yaml", []byte(text))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return cfg
 	}
-	built := DefaultConfig()
-	built.Listen = Listen{HTTPS: "127.0.0.1:0"}
-	built.TLS = TLSConfig{Mode: "self-signed"}
-	up, err := parseUpstream("http://127.0.0.1:1")
+	built := config.Default()
+	built.Listen = config.Listen{HTTPS: "127.0.0.1:0"}
+	built.TLS = config.TLSConfig{Mode: "self-signed"}
+	up, err := config.ParseUpstream("http://127.0.0.1:1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	built.Sites = []Site{{Hosts: []string{"localhost"}, Upstream: Upstreams{up}}}
+	built.Sites = []config.Site{{Hosts: []string{"localhost"}, Upstream: config.Upstreams{up}}}
 
 	s := startServerHooks(t, load(), hooks, nil)
 	want(0, "New and Start of a loaded configuration")

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"net"
 	"net/http"
@@ -91,7 +92,7 @@ func confEdge(t *testing.T, up *confUpstream, park bool) *confTarget {
 	if park {
 		parkAfter = confParkAfter
 	}
-	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("", "policy: \"\"\n"+
+	cfg, err := config.Parse("test.yaml", []byte(edgeConfigText("", "policy: \"\"\n"+
 		"limits: {park_after: "+parkAfter.String()+"}\n"+
 		"timeouts: {upstream_header: "+confHeaderTimeout.String()+"}\n"+
 		"sites: [{hosts: [localhost], upstream: "+up.plain.URL+", compress: false}]\n")))

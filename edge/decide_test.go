@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/maatproxy/maat/edge/config"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -53,7 +54,7 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 // crawler verification asks dns, and returns its fingerprint log line.
 func liveDecision(t *testing.T, dns policy.Resolver, raw string) fplog.Record {
 	t.Helper()
-	cfg, err := ParseConfig("live.yaml", []byte("tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"))
+	cfg, err := config.Parse("live.yaml", []byte("tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"time"
 )
 
@@ -15,25 +16,25 @@ type DemoOptions struct {
 // DemoConfig returns the embedded configuration of `edge demo`: HTTPS,
 // HTTP/2 and HTTP/3 with a self-signed certificate for any name, the default
 // policy, one site answering every host.
-func DemoConfig(o DemoOptions) (Config, error) {
+func DemoConfig(o DemoOptions) (config.Config, error) {
 	if o.Addr == "" {
 		o.Addr = "localhost:8443"
 	}
 	if o.FPLog == "" {
 		o.FPLog = "./edge-fp.jsonl"
 	}
-	up, err := parseUpstream(o.Upstream)
+	up, err := config.ParseUpstream(o.Upstream)
 	if err != nil {
-		return Config{}, fmt.Errorf("edge: -upstream: %w", err)
+		return config.Config{}, fmt.Errorf("edge: -upstream: %w", err)
 	}
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.Demo = true
 	cfg.File = "(demo)"
-	cfg.Listen = Listen{HTTPS: o.Addr}
-	cfg.TLS = TLSConfig{Mode: "self-signed"}
-	cfg.Sites = []Site{{Upstream: Upstreams{up}}}
+	cfg.Listen = config.Listen{HTTPS: o.Addr}
+	cfg.TLS = config.TLSConfig{Mode: "self-signed"}
+	cfg.Sites = []config.Site{{Upstream: config.Upstreams{up}}}
 	cfg.Log.Fingerprints = o.FPLog
-	cfg.Timeouts.Drain = Duration(5 * time.Second)
+	cfg.Timeouts.Drain = config.Duration(5 * time.Second)
 	err = cfg.Validate() // before cfg is copied out: New takes it as validated
 	return cfg, err
 }

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"github.com/maatproxy/maat/edge/config"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,7 +15,7 @@ func TestLoadConfigFingerprintDefault(t *testing.T) {
 	dir := t.TempDir()
 	const site = "sites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"
 	for _, tt := range []struct{ name, log, want string }{
-		{"absent", "", DefaultFingerprintLog},
+		{"absent", "", config.DefaultFingerprintLog},
 		{"off", "log: {fingerprints: off}\n", ""},
 		{"empty", "log: {fingerprints: \"\"}\n", ""},
 		{"stdout", "log: {fingerprints: \"-\"}\n", "-"},
@@ -24,12 +25,12 @@ func TestLoadConfigFingerprintDefault(t *testing.T) {
 		if err := os.WriteFile(p, []byte(tt.log+site), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := LoadConfig(p)
+		cfg, err := config.Load(p)
 		if err != nil || cfg.Log.Fingerprints != tt.want {
 			t.Errorf("%s: %q, %v; want %q", tt.name, cfg.Log.Fingerprints, err, tt.want)
 		}
 	}
-	if cfg, err := ParseConfig("p.yaml", []byte(site)); err != nil || cfg.Log.Fingerprints != "" {
+	if cfg, err := config.Parse("p.yaml", []byte(site)); err != nil || cfg.Log.Fingerprints != "" {
 		t.Errorf("ParseConfig: %q, %v; want off", cfg.Log.Fingerprints, err)
 	}
 	if cfg, err := DemoConfig(DemoOptions{Upstream: "http://127.0.0.1:1"}); err != nil || cfg.Log.Fingerprints != "./edge-fp.jsonl" {

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net"
@@ -59,7 +60,7 @@ func startEdgeLog(t *testing.T, yamlText string, logw io.Writer) *testEdge {
 // startEdgeListen is startEdgeLog with more keys of listen: ("k: v, …").
 func startEdgeListen(t *testing.T, listen, yamlText string, logw io.Writer) *testEdge {
 	t.Helper()
-	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText(listen, yamlText)))
+	cfg, err := config.Parse("test.yaml", []byte(edgeConfigText(listen, yamlText)))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -78,13 +79,13 @@ func edgeConfigText(listen, yamlText string) string {
 }
 
 // startEdgeConfig starts an edge with cfg, logging to logw.
-func startEdgeConfig(t *testing.T, cfg Config, logw io.Writer) *testEdge {
+func startEdgeConfig(t *testing.T, cfg config.Config, logw io.Writer) *testEdge {
 	t.Helper()
 	return startEdgeHooks(t, cfg, testHooks{}, logw)
 }
 
 // startEdgeHooks is startEdgeConfig with the test's hooks.
-func startEdgeHooks(t *testing.T, cfg Config, hooks testHooks, logw io.Writer) *testEdge {
+func startEdgeHooks(t *testing.T, cfg config.Config, hooks testHooks, logw io.Writer) *testEdge {
 	t.Helper()
 	s := startServerHooks(t, cfg, hooks, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	roots := x509.NewCertPool()
@@ -96,13 +97,13 @@ func startEdgeHooks(t *testing.T, cfg Config, hooks testHooks, logw io.Writer) *
 
 // startServer starts a Server of cfg logging to log (nil: none), shut
 // down when the test ends.
-func startServer(t *testing.T, cfg Config, log *slog.Logger) *Server {
+func startServer(t *testing.T, cfg config.Config, log *slog.Logger) *Server {
 	t.Helper()
 	return startServerHooks(t, cfg, testHooks{}, log)
 }
 
 // startServerHooks is startServer with the test's hooks.
-func startServerHooks(t *testing.T, cfg Config, hooks testHooks, log *slog.Logger) *Server {
+func startServerHooks(t *testing.T, cfg config.Config, hooks testHooks, log *slog.Logger) *Server {
 	t.Helper()
 	s, err := newServer(cfg, log, hooks)
 	if err != nil {

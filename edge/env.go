@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -133,7 +134,7 @@ type accessLogs struct {
 }
 
 // open returns the writer of an access log file, opening it on first use.
-func (a *accessLogs) open(cfg *Config, al *AccessLog) (*fplog.AccessWriter, error) {
+func (a *accessLogs) open(cfg *config.Config, al *config.AccessLog) (*fplog.AccessWriter, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if w, ok := a.byPath[al.Path]; ok {

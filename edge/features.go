@@ -2,6 +2,7 @@ package edge
 
 import (
 	"crypto/sha256"
+	"github.com/maatproxy/maat/edge/config"
 	"net"
 	"net/http"
 	"net/url"
@@ -27,7 +28,7 @@ type redirect struct {
 }
 
 // compileRedirects keeps the configured order; the first match wins.
-func compileRedirects(rs []Redirect) []redirect {
+func compileRedirects(rs []config.Redirect) []redirect {
 	out := make([]redirect, 0, len(rs))
 	for _, r := range rs {
 		st := r.Status
@@ -95,7 +96,7 @@ func safeLocation(loc string) string {
 	return loc
 }
 
-func hstsValue(site *Site, mode string) string {
+func hstsValue(site *config.Site, mode string) string {
 	h := site.HSTS
 	if h == nil {
 		if mode != "acme" {
@@ -125,7 +126,7 @@ type headerOps struct {
 
 func (o *headerOps) empty() bool { return len(o.remove)+len(o.set)+len(o.add) == 0 }
 
-func compileOps(h HeaderOps) headerOps {
+func compileOps(h config.HeaderOps) headerOps {
 	var o headerOps
 	for _, n := range h.Remove {
 		o.remove = append(o.remove, http.CanonicalHeaderKey(n))
@@ -164,7 +165,7 @@ type basicAuth struct {
 
 const maxAuthCache = 1024
 
-func newBasicAuth(a *BasicAuth) *basicAuth {
+func newBasicAuth(a *config.BasicAuth) *basicAuth {
 	if a == nil {
 		return nil
 	}

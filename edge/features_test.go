@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -140,10 +141,10 @@ func TestHeaderRulesReachUpstream(t *testing.T) {
 	if h.Get("X-Site") != "one" || h.Get("Cookie") != "" || strings.Join(h.Values("X-Multi"), ",") != "a,b" {
 		t.Errorf("upstream saw %v", h)
 	}
-	if _, err := ParseConfig("c", []byte("sites: [{hosts: [a], upstream: 'http://127.0.0.1:1', headers: {request: {set: {X-Maat-Action: ALLOW}}}}]\n")); err == nil {
+	if _, err := config.Parse("c", []byte("sites: [{hosts: [a], upstream: 'http://127.0.0.1:1', headers: {request: {set: {X-Maat-Action: ALLOW}}}}]\n")); err == nil {
 		t.Error("a rule setting X-Maat-* was accepted")
 	}
-	if _, err := ParseConfig("c", []byte("sites: [{hosts: [a], upstream: 'http://127.0.0.1:1', routes: [{path: /x/, upstream: 'http://127.0.0.1:1', basic_auth: {users: {bob: plaintext}}}]}]\n")); err == nil || !strings.Contains(err.Error(), "bcrypt") {
+	if _, err := config.Parse("c", []byte("sites: [{hosts: [a], upstream: 'http://127.0.0.1:1', routes: [{path: /x/, upstream: 'http://127.0.0.1:1', basic_auth: {users: {bob: plaintext}}}]}]\n")); err == nil || !strings.Contains(err.Error(), "bcrypt") {
 		t.Errorf("a plaintext password was accepted: %v", err)
 	}
 }

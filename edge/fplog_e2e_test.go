@@ -3,6 +3,7 @@ package edge
 import (
 	"bufio"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -186,7 +187,7 @@ func TestJA4HReload(t *testing.T) {
 	cfgText := "listen: { https: \"127.0.0.1:0\", http: \"127.0.0.1:0\", admin: \"127.0.0.1:0\" }\n" +
 		"tls: { mode: self-signed, cache: \"\" }\nlog: {fingerprints: " + fpFile + "}\n" +
 		"sites: [{hosts: [localhost], upstream: " + up.URL + "}]\nfingerprints: {ja4h: true}\n"
-	cfg, err := ParseConfig("reload.yaml", []byte(cfgText))
+	cfg, err := config.Parse("reload.yaml", []byte(cfgText))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"github.com/maatproxy/maat/edge/config"
 	"net"
 	"os"
 	"path/filepath"
@@ -149,7 +150,7 @@ func TestGeoReloadThroughServer(t *testing.T) {
 				"policy: "+pol+"\nlog: {fingerprints: "+fp+"}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := LoadConfig(file)
+			cfg, err := config.Load(file)
 			if err != nil {
 				t.Fatal(err)
 			}

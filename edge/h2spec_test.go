@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log"
 	"net"
@@ -79,7 +80,7 @@ func h2spec(t *testing.T) {
 	if err := os.WriteFile(pol, []byte("bots:\n  - {name: everyone, path_regex: ., action: ALLOW}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("", "policy: "+pol+"\nsites: [{hosts: [127.0.0.1], upstream: "+up.URL+"}]\n")))
+	cfg, err := config.Parse("test.yaml", []byte(edgeConfigText("", "policy: "+pol+"\nsites: [{hosts: [127.0.0.1], upstream: "+up.URL+"}]\n")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -28,7 +29,7 @@ import (
 // changes once built; a reload builds a new one. It is safe for concurrent
 // use.
 type Handler struct {
-	cfg        Config
+	cfg        config.Config
 	env        Env
 	sites      *siteTable
 	trusted    trustedProxies
@@ -47,7 +48,7 @@ type Handler struct {
 // NewHandler builds the Handler of cfg. What outlives a configuration comes
 // from env, whose zero value works (see Env). A Config that LoadConfig or
 // ParseConfig returned is not validated again; one built otherwise is.
-func NewHandler(cfg Config, env Env) (*Handler, error) {
+func NewHandler(cfg config.Config, env Env) (*Handler, error) {
 	if err := validateOnce(&cfg, &env.hooks); err != nil {
 		return nil, err
 	}
@@ -77,7 +78,7 @@ func NewHandler(cfg Config, env Env) (*Handler, error) {
 // validateOnce validates cfg unless it is known to be valid (LoadConfig,
 // ParseConfig or Validate said so): a configuration is validated once,
 // where it is loaded, not again by New, NewHandler and Reload.
-func validateOnce(cfg *Config, hooks *testHooks) error {
+func validateOnce(cfg *config.Config, hooks *testHooks) error {
 	if cfg.Validated() {
 		return nil
 	}
@@ -102,7 +103,7 @@ func (h *Handler) build() error {
 		h.trusted = append(h.trusted, netipPrefix(p))
 	}
 	if h.policy, err = loadPolicy(cfg); err != nil {
-		return &ConfigError{File: cfg.File, Key: "policy", Err: err}
+		return &config.Error{File: cfg.File, Key: "policy", Err: err}
 	}
 	for _, w := range h.policy.Warnings() {
 		env.Log.LogAttrs(context.Background(), slog.LevelWarn, "policy_warning", slog.String("policy", cfg.Policy), slog.String("warning", w))
@@ -263,7 +264,7 @@ func (h *Handler) serveStatic(w http.ResponseWriter, r *http.Request, st *reqSta
 // policy: canonical host, redirects, maintenance. It reports whether it did.
 func (h *Handler) siteAnswers(w *recorder, r *http.Request, st *reqState) bool {
 	site := st.site
-	if site.canonical != "" && normalizeHost(hostOnly(r.Host)) != site.canonical {
+	if site.canonical != "" && config.NormalizeHost(hostOnly(r.Host)) != site.canonical {
 		st.action = fplog.ActionAllow
 		loc, _ := h.httpsURL(site.canonical, r) // config validation checked the name
 		writeRedirect(w, loc, http.StatusMovedPermanently)
@@ -325,7 +326,7 @@ func (h *Handler) httpsURL(host string, r *http.Request) (string, bool) {
 // (userinfo), or no URL at all. ok is false when host is not a plain host
 // name or address.
 func httpsURL(port, host string, u *url.URL) (loc string, ok bool) {
-	if host = normalizeHost(host); !plainHost(host) {
+	if host = config.NormalizeHost(host); !plainHost(host) {
 		return "", false
 	}
 	if port != "" && port != "443" {

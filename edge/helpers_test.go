@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"net"
 	"net/http"
@@ -37,7 +38,7 @@ func newTestHandler(t testing.TB, yamlText string) *Handler {
 // the geo databases (geo:) the configuration names, unless env has them.
 func newTestHandlerEnv(t testing.TB, yamlText string, env Env) *Handler {
 	t.Helper()
-	cfg, err := ParseConfig("test.yaml", []byte("tls: { mode: self-signed, cache: \"\" }\n"+yamlText))
+	cfg, err := config.Parse("test.yaml", []byte("tls: { mode: self-signed, cache: \"\" }\n"+yamlText))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -49,7 +50,7 @@ func newTestHandlerEnv(t testing.TB, yamlText string, env Env) *Handler {
 		t.Cleanup(func() { _ = w.Close() }) // after the Handler's: LIFO
 		env.FPLog = w
 	}
-	if env.Geo == nil && cfg.Geo != (GeoConfig{}) {
+	if env.Geo == nil && cfg.Geo != (config.GeoConfig{}) {
 		if env.Geo, err = geo.Open(geo.Config{ASNDB: cfg.Geo.ASNDB, CountryDB: cfg.Geo.CountryDB}); err != nil {
 			t.Fatalf("geo: %v", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"net"
 	"net/http"
@@ -797,7 +798,7 @@ func TestWaitingRequestDrainsSlowReaders(t *testing.T) {
 		_, _ = io.WriteString(w, "small")
 	}))
 	t.Cleanup(up.Close)
-	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("",
+	cfg, err := config.Parse("test.yaml", []byte(edgeConfigText("",
 		"limits: {upstream_conns: 1, upstream_queue: 5s, write_timeout: 60s}\npolicy: \"\"\n"+
 			"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")))
 	if err != nil {
@@ -1028,7 +1029,7 @@ func TestWaiterHonoursQueueBehindQuietAnswer(t *testing.T) {
 	}{{"queue time", "300ms"}, {"client gone", "60s"}} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("",
+			cfg, err := config.Parse("test.yaml", []byte(edgeConfigText("",
 				"limits: {upstream_conns: 1, upstream_queue: "+tt.queue+"}\npolicy: \"\"\n"+
 					"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")))
 			if err != nil {

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"maps"
@@ -15,7 +16,7 @@ import (
 
 // NewLogger returns the edge's logger: text for a human on a terminal, JSON
 // otherwise (or as cfg.Format says).
-func NewLogger(w io.Writer, cfg LogConfig) *slog.Logger {
+func NewLogger(w io.Writer, cfg config.LogConfig) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.Level))
 	opts := &slog.HandlerOptions{Level: level}
@@ -70,12 +71,12 @@ func (s *Server) logStartup(ctx context.Context) {
 			access = append(access, st.AccessLog.Path)
 		}
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "logs", slog.String("fingerprints", orString(cfg.Log.Fingerprints, FingerprintsOff)),
+	s.log.LogAttrs(ctx, slog.LevelInfo, "logs", slog.String("fingerprints", orString(cfg.Log.Fingerprints, config.FingerprintsOff)),
 		slog.Any("access", access), slog.String("client_ip", cfg.Log.ClientIP), slog.String("level", cfg.Log.Level))
 }
 
 // siteAttrs describes site i of cfg.
-func siteAttrs(cfg *Config, i int) []slog.Attr {
+func siteAttrs(cfg *config.Config, i int) []slog.Attr {
 	st := &cfg.Sites[i]
 	attrs := []slog.Attr{slog.Int("index", i), slog.Any("hosts", st.Hosts)}
 	if st.Root != "" {
@@ -98,7 +99,7 @@ func siteAttrs(cfg *Config, i int) []slog.Attr {
 	return append(attrs, slog.Any("routes", routes), slog.String("tls", tls))
 }
 
-func upstreamStrings(us Upstreams) []string {
+func upstreamStrings(us config.Upstreams) []string {
 	out := make([]string, 0, len(us))
 	for _, u := range us {
 		if u != nil {
@@ -117,13 +118,13 @@ func policyAttrs(h *Handler, prefix string) []slog.Attr {
 // logReload says what a reload changed: the sites added, removed and
 // changed (by their first host name) and whether the policy changed.
 func (s *Server) logReload(ctx context.Context, old, cur *Handler) {
-	name := func(st *Site) string {
+	name := func(st *config.Site) string {
 		if len(st.Hosts) == 0 {
 			return "*"
 		}
-		return normalizeHost(st.Hosts[0])
+		return config.NormalizeHost(st.Hosts[0])
 	}
-	before := map[string]*Site{}
+	before := map[string]*config.Site{}
 	for i := range old.cfg.Sites {
 		before[name(&old.cfg.Sites[i])] = &old.cfg.Sites[i]
 	}

@@ -3,6 +3,7 @@ package edge
 import (
 	"errors"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"iter"
 	"os"
@@ -23,12 +24,12 @@ import (
 // LoadPolicy compiles the policy of cfg (policy:, or the built-in default)
 // as NewHandler does: knowing which geo databases and divert targets cfg
 // has.
-func LoadPolicy(cfg *Config) (*policy.Policy, error) { return loadPolicy(cfg) }
+func LoadPolicy(cfg *config.Config) (*policy.Policy, error) { return loadPolicy(cfg) }
 
 // StaticRoots yields each static root of cfg, by its key (sites[i].root,
 // then sites[i].routes[j].root), with the static.Config NewHandler opens
 // it with.
-func StaticRoots(cfg *Config) iter.Seq2[string, static.Config] {
+func StaticRoots(cfg *config.Config) iter.Seq2[string, static.Config] {
 	return func(yield func(string, static.Config) bool) {
 		for i, s := range cfg.Sites {
 			key := fmt.Sprintf("sites[%d]", i)
@@ -51,7 +52,7 @@ func StaticRoots(cfg *Config) iter.Seq2[string, static.Config] {
 // short; any problem with challenge.secret_file) is err, a *ConfigError;
 // one it works around with a random secret per process is the warning it
 // would log, in words.
-func CheckSecret(cfg *Config, canMake func(dir string) error) (warning string, err error) {
+func CheckSecret(cfg *config.Config, canMake func(dir string) error) (warning string, err error) {
 	path, explicit := secretPath(cfg)
 	if path == "" {
 		return "neither challenge.secret_file nor tls.cache is set: the challenge secret will be random per process, and pass cookies and hashed client addresses will not survive a restart", nil
@@ -62,7 +63,7 @@ func CheckSecret(cfg *Config, canMake func(dir string) error) (warning string, e
 	case err == nil:
 		return "", nil
 	case explicit || errors.As(err, &short):
-		return "", &ConfigError{File: cfg.File, Key: secretKey(explicit), Err: err}
+		return "", &config.Error{File: cfg.File, Key: secretKey(explicit), Err: err}
 	}
 	return fmt.Sprintf("tls.cache: %v: the challenge secret will be random per process, and pass cookies and hashed client addresses will not survive a restart", err), nil
 }
@@ -88,7 +89,7 @@ func checkSecret(path string, canMake func(dir string) error) error {
 // it, from an Env that opens no files (access logs are written nowhere,
 // the secret is random, the store in memory): it returns what NewHandler
 // refuses in cfg.
-func CheckHandler(cfg Config) error {
+func CheckHandler(cfg config.Config) error {
 	access := &accessLogs{secret: randomBytes(32), byPath: map[string]*fplog.AccessWriter{}}
 	defer access.close()
 	for _, s := range cfg.Sites {
@@ -98,7 +99,7 @@ func CheckHandler(cfg Config) error {
 		w, err := fplog.NewAccessWriter(fplog.AccessConfig{Output: io.Discard, Format: s.AccessLog.Format,
 			ClientIP: cfg.Log.ClientIP, HashKey: make([]byte, 32)}) // a stand-in: nothing is written
 		if err != nil {
-			return &ConfigError{File: cfg.File, Key: "log", Err: err}
+			return &config.Error{File: cfg.File, Key: "log", Err: err}
 		}
 		access.byPath[s.AccessLog.Path] = w
 	}

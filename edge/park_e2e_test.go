@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"net"
 	"net/http"
@@ -30,12 +31,12 @@ func parkEdge(t *testing.T, extra string, noPoll bool) *testEdge {
 		fmt.Fprintf(w, "%s ja4=%s hfp=%s", r.URL.Path, r.Header.Get("X-Maat-Ja4"), r.Header.Get("X-Maat-Hfp"))
 	}))
 	t.Cleanup(up.Close)
-	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText("", extra+
+	cfg, err := config.Parse("test.yaml", []byte(edgeConfigText("", extra+
 		"policy: \"\"\nsites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Limits.ParkAfter = Duration(50 * time.Millisecond)
+	cfg.Limits.ParkAfter = config.Duration(50 * time.Millisecond)
 	cfg.Demo = true // the fingerprints sent upstream
 	return startEdgeHooks(t, cfg, testHooks{parkNoPoll: noPoll}, io.Discard)
 }
@@ -154,7 +155,7 @@ func TestReloadParkAfter(t *testing.T) {
 	if c, ok := e.Server.park.Wrap(httpfp.NewConn(a, httpfp.H1, httpfp.Config{})).(*park.Conn); ok {
 		t.Fatalf("after a reload to park_after 0s, a connection is wrapped to park: %T", c)
 	}
-	cfg.Limits.ParkAfter = Duration(50 * time.Millisecond)
+	cfg.Limits.ParkAfter = config.Duration(50 * time.Millisecond)
 	if err := e.Server.Reload(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net"
@@ -18,7 +19,7 @@ import (
 )
 
 // upstreamOptions are the bounds of the upstream transport in cfg.
-func upstreamOptions(cfg *Config) upstream.Options {
+func upstreamOptions(cfg *config.Config) upstream.Options {
 	return upstream.Options{
 		Conns:          cfg.Limits.UpstreamConns,
 		Streams:        cfg.Limits.UpstreamStreams,
@@ -27,7 +28,7 @@ func upstreamOptions(cfg *Config) upstream.Options {
 		HeaderTimeout:  cfg.Timeouts.UpstreamHeader.D(),
 		ReadTimeout:    cfg.Timeouts.UpstreamRead.D(),
 		FailPause:      cfg.Timeouts.FailPause.D(),
-		UnixSocket:     unixSocket,
+		UnixSocket:     config.UnixSocket,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,7 +26,7 @@ import (
 // reloadText reloads e with the configuration of startEdge and yamlText.
 func reloadText(t *testing.T, s *Server, listen, yamlText string) error {
 	t.Helper()
-	cfg, err := ParseConfig("test.yaml", []byte(edgeConfigText(listen, yamlText)))
+	cfg, err := config.Parse("test.yaml", []byte(edgeConfigText(listen, yamlText)))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -144,7 +145,7 @@ func TestReloadRefusesUncoveredSite(t *testing.T) {
 			"tls: { mode: files, cert_file: " + certFile + ", key_file: " + keyFile + " }\n" +
 			"sites: [{hosts: [" + hosts + "], upstream: " + up.URL + "}]\n"
 	}
-	cfg, err := ParseConfig("test.yaml", []byte(text("site.test")))
+	cfg, err := config.Parse("test.yaml", []byte(text("site.test")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestReloadRefusesUncoveredSite(t *testing.T) {
 	if code, rd := readyzOf(t, s); code != http.StatusOK {
 		t.Fatalf("readyz before the reload: %d %+v", code, rd)
 	}
-	cfg, err = ParseConfig("test.yaml", []byte(text("site.test, other.test")))
+	cfg, err = config.Parse("test.yaml", []byte(text("site.test, other.test")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +184,8 @@ func TestACMEReloadAddsSite(t *testing.T) {
 	httpsPort, httpPort := held.https, held.http
 	ca := testacme.Start(t, httpPort, httpsPort, testacme.Options{})
 	cache := filepath.Join(t.TempDir(), "certs")
-	config := func(hosts string) Config {
-		cfg, err := ParseConfig("acme.yaml", []byte(fmt.Sprintf(`
+	config := func(hosts string) config.Config {
+		cfg, err := config.Parse("acme.yaml", []byte(fmt.Sprintf(`
 listen: { https: "127.0.0.1:%d", http: "127.0.0.1:%d", admin: "127.0.0.1:0", http3: false }
 tls:
   mode: acme

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"log/slog"
 	"net/http"
 	"os"
@@ -41,7 +42,7 @@ type sealNode struct {
 // own state directory and the secret in secretFile.
 func startSealNode(t *testing.T, name, url, secretFile string) *sealNode {
 	t.Helper()
-	cfg, err := ParseConfig(name+".yaml", []byte(fmt.Sprintf(`
+	cfg, err := config.Parse(name+".yaml", []byte(fmt.Sprintf(`
 listen: { https: "127.0.0.1:0", http: "", admin: "" }
 tls: { mode: self-signed, cache: %q }
 challenge: { secret_file: %q }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"html"
 	"log/slog"
 	"math/bits"
@@ -57,13 +58,13 @@ func solvePage(t *testing.T, page string) string {
 
 // restartConfig is a configuration whose only state is dir: every request
 // is challenged at 4 bits, and the fingerprint log hashes addresses.
-func restartConfig(t *testing.T, dir, upstream string) Config {
+func restartConfig(t *testing.T, dir, upstream string) config.Config {
 	t.Helper()
 	policy := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(policy, []byte("bots:\n  - name: everyone\n    path_regex: .*\n    action: CHALLENGE\n    challenge: {algorithm: fast, difficulty: 1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig("restart.yaml", []byte(fmt.Sprintf(`listen: { https: "127.0.0.1:0", http: "", admin: "" }
+	cfg, err := config.Parse("restart.yaml", []byte(fmt.Sprintf(`listen: { https: "127.0.0.1:0", http: "", admin: "" }
 tls: { mode: self-signed, cache: %q }
 policy: %q
 challenge: { wait: { max_weight: -1 } }
@@ -77,7 +78,7 @@ sites: [{ hosts: [a.test], upstream: %s }]
 }
 
 // lifetime is one run of the edge: New, some requests, Shutdown.
-func lifetime(t *testing.T, cfg Config, do func(h *Handler)) {
+func lifetime(t *testing.T, cfg config.Config, do func(h *Handler)) {
 	t.Helper()
 	s, err := New(cfg, nil)
 	if err != nil {
@@ -121,7 +122,7 @@ func TestSecretSurvivesRestart(t *testing.T) {
 		t.Fatalf("secret file: %v %v", fi, err)
 	}
 
-	passes := func(cfg Config) bool {
+	passes := func(cfg config.Config) bool {
 		ok := false
 		lifetime(t, cfg, func(h *Handler) {
 			w := serveRaw(t, h, req+"Cookie: "+cookie+"\r\n\r\n")
@@ -189,7 +190,7 @@ challenge: { secret_file: SHORT }`, "holds 3 bytes, want at least", ""},
 			if err := os.WriteFile(short, []byte("abc"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := ParseConfig("s.yaml", []byte(strings.ReplaceAll(tt.yaml, "SHORT", short)+
+			cfg, err := config.Parse("s.yaml", []byte(strings.ReplaceAll(tt.yaml, "SHORT", short)+
 				"\nlisten: {https: '127.0.0.1:0', http: '', admin: ''}\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"))
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,7 +33,7 @@ import (
 // Every goroutine the Server starts is tracked and waited for by Shutdown.
 type Server struct {
 	log     *slog.Logger
-	base    Config // the configuration the listeners were built from
+	base    config.Config // the configuration the listeners were built from
 	handler atomic.Pointer[Handler]
 
 	env    Env // shared by every Handler the Server builds
@@ -97,10 +98,12 @@ type Addrs struct {
 // ParseConfig returned is not validated again, one built otherwise is. It
 // binds nothing; Start does. When it fails, it has released everything it
 // opened.
-func New(cfg Config, log *slog.Logger) (*Server, error) { return newServer(cfg, log, testHooks{}) }
+func New(cfg config.Config, log *slog.Logger) (*Server, error) {
+	return newServer(cfg, log, testHooks{})
+}
 
 // newServer is New with the hooks of a test.
-func newServer(cfg Config, log *slog.Logger, hooks testHooks) (_ *Server, err error) {
+func newServer(cfg config.Config, log *slog.Logger, hooks testHooks) (_ *Server, err error) {
 	if err := validateOnce(&cfg, &hooks); err != nil {
 		return nil, err
 	}
@@ -157,10 +160,10 @@ func newServer(cfg Config, log *slog.Logger, hooks testHooks) (_ *Server, err er
 		s.trusted = append(s.trusted, netipPrefix(p))
 	}
 
-	if cfg.Geo != (GeoConfig{}) {
+	if cfg.Geo != (config.GeoConfig{}) {
 		if s.env.Geo, err = geo.Open(geo.Config{ASNDB: cfg.Geo.ASNDB, CountryDB: cfg.Geo.CountryDB,
 			CheckInterval: hooks.geoCheckInterval, OnReload: s.geoReloaded}); err != nil {
-			return nil, &ConfigError{File: cfg.File, Key: "geo", Err: err}
+			return nil, &config.Error{File: cfg.File, Key: "geo", Err: err}
 		}
 	}
 
@@ -287,7 +290,7 @@ func (s *Server) Handler() *Handler { return s.handler.Load() }
 // requests finish with the Handler they started with. Listener addresses,
 // the TLS mode, the store and the fingerprint log's file need a restart; a
 // change to them is reported, not applied.
-func (s *Server) Reload(cfg Config) error {
+func (s *Server) Reload(cfg config.Config) error {
 	if err := validateOnce(&cfg, &s.env.hooks); err != nil {
 		return err
 	}
@@ -336,7 +339,7 @@ func (s *Server) Reload(cfg Config) error {
 // ReloadFile reads the configuration file again and applies it; a bad file
 // keeps the old configuration, and the log says why.
 func (s *Server) ReloadFile(ctx context.Context, path string) {
-	cfg, err := LoadConfig(path)
+	cfg, err := config.Load(path)
 	if err == nil {
 		err = cfg.Locate(s.Reload(cfg))
 	}
@@ -675,12 +678,12 @@ func (s *Server) untrackTunnel(t *tunnel) {
 }
 
 // newFPLog opens the fingerprint log, or returns nil when it is off.
-func newFPLog(cfg *Config, secret []byte) (*fplog.Writer, error) {
+func newFPLog(cfg *config.Config, secret []byte) (*fplog.Writer, error) {
 	if cfg.Log.Fingerprints == "" {
 		return nil, nil
 	}
 	if err := makeLogDir(cfg.Log.Fingerprints); err != nil {
-		return nil, &ConfigError{File: cfg.File, Key: "log.fingerprints", Err: err}
+		return nil, &config.Error{File: cfg.File, Key: "log.fingerprints", Err: err}
 	}
 	w, err := fplog.NewWriter(fplog.Config{
 		Path:        cfg.Log.Fingerprints,

@@ -3,6 +3,7 @@ package edge
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"net/http"
 	"time"
 )
@@ -71,7 +72,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	rd := readiness{Ready: !s.stopping.Load(), Draining: s.stopping.Load(), Sites: []string{}}
 	for _, sc := range s.handler.Load().cfg.Sites {
 		for _, h := range sc.Hosts {
-			rd.Sites = append(rd.Sites, normalizeHost(h))
+			rd.Sites = append(rd.Sites, config.NormalizeHost(h))
 		}
 	}
 	if s.shared != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net"
@@ -213,7 +214,7 @@ func (h parkHost) Resume(c net.Conn) bool { return h.s.h1ln.push(c) }
 
 // parkOptions are the options of parking under cfg: limits.park_after
 // (0s: never), and the Server's test hooks.
-func (s *Server) parkOptions(cfg *Config) park.Options {
+func (s *Server) parkOptions(cfg *config.Config) park.Options {
 	return park.Options{After: cfg.Limits.ParkAfter.D(), Disabled: cfg.Limits.ParkAfter == 0,
 		NoPoll: s.env.hooks.parkNoPoll, Trace: s.env.hooks.parkTrace}
 }
@@ -350,4 +351,4 @@ func (c *recordingConn) stop() []byte {
 	return b
 }
 
-func netipPrefix(p Prefix) netip.Prefix { return netip.Prefix(p) }
+func netipPrefix(p config.Prefix) netip.Prefix { return netip.Prefix(p) }

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"github.com/maatproxy/maat/edge/config"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ import (
 // configured address); it does not start it.
 func newBareServer(t *testing.T, listen string, bound map[string]net.Listener) *Server {
 	t.Helper()
-	cfg, err := ParseConfig("test.yaml", []byte("listen: {"+listen+", http3: false}\n"+
+	cfg, err := config.Parse("test.yaml", []byte("listen: {"+listen+", http3: false}\n"+
 		"tls: { mode: self-signed, cache: \"\" }\nsites: [{hosts: [localhost], upstream: 'http://127.0.0.1:1'}]\n"))
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -255,7 +256,7 @@ func TestNewReleasesWhatItOpened(t *testing.T) {
 		{"a policy that does not load", "policy: " + badPolicy + "\n", "policy"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ParseConfig("test.yaml", []byte(base+tt.extra))
+			cfg, err := config.Parse("test.yaml", []byte(base+tt.extra))
 			if err != nil {
 				t.Fatalf("config: %v", err)
 			}
@@ -284,7 +285,7 @@ func TestServeReleasesWhatItOpenedOnAPortInUse(t *testing.T) {
 	}
 	defer taken.Close()
 	dir := t.TempDir()
-	cfg, err := ParseConfig("test.yaml", []byte("listen: {https: \"127.0.0.1:0\", http: \""+taken.Addr().String()+"\", admin: \"\"}\n"+
+	cfg, err := config.Parse("test.yaml", []byte("listen: {https: \"127.0.0.1:0\", http: \""+taken.Addr().String()+"\", admin: \"\"}\n"+
 		"tls: { mode: self-signed, cache: \"\" }\nlog: {fingerprints: "+filepath.Join(dir, "fp.jsonl")+"}\n"+
 		"sites: [{hosts: [localhost], upstream: 'http://127.0.0.1:1', access_log: {path: "+filepath.Join(dir, "access.log")+"}}]\n"))
 	if err != nil {

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"strings"
 
 	"github.com/maatproxy/maat/edge/internal/upstream"
@@ -42,10 +43,10 @@ type route struct {
 	respOps []headerOps
 }
 
-func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWriter, error), up *upstream.Transport) (*siteTable, error) {
+func newSiteTable(cfg *config.Config, access func(*config.Config, *config.AccessLog) (*fplog.AccessWriter, error), up *upstream.Transport) (*siteTable, error) {
 	t := &siteTable{byHost: map[string]*site{}, wildcard: map[string]*site{}}
 	for i, sc := range cfg.Sites {
-		s := &site{index: i, maxBody: sc.MaxBodyBytes, canonical: normalizeHost(sc.Canonical),
+		s := &site{index: i, maxBody: sc.MaxBodyBytes, canonical: config.NormalizeHost(sc.Canonical),
 			redirects: compileRedirects(sc.Redirects), hsts: hstsValue(&cfg.Sites[i], cfg.TLS.Mode),
 			security: sc.SecurityHeaders, maintenance: sc.Maintenance, compress: sc.CompressEnabled()}
 		if sc.AccessLog != nil {
@@ -56,7 +57,7 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 			s.access = w
 		}
 		if len(sc.Hosts) > 0 {
-			s.name = normalizeHost(sc.Hosts[0])
+			s.name = config.NormalizeHost(sc.Hosts[0])
 		} else {
 			s.name = "*"
 		}
@@ -78,7 +79,7 @@ func newSiteTable(cfg *Config, access func(*Config, *AccessLog) (*fplog.AccessWr
 		}
 		s.routes = append(s.routes, def)
 		for _, h := range sc.Hosts {
-			n := normalizeHost(h)
+			n := config.NormalizeHost(h)
 			if rest, ok := strings.CutPrefix(n, "*."); ok {
 				t.wildcard[rest] = s
 			} else {
@@ -108,7 +109,7 @@ func (r *route) setRoot(sc static.Config) error {
 
 // opsList compiles header rules to apply in order (the site's, then the
 // route's), leaving out empty ones.
-func opsList(hs ...HeaderOps) []headerOps {
+func opsList(hs ...config.HeaderOps) []headerOps {
 	var out []headerOps
 	for _, h := range hs {
 		if o := compileOps(h); !o.empty() {
@@ -128,7 +129,7 @@ func sortRoutes(rs []*route) {
 
 // lookup finds the site for a Host header value (with or without port).
 func (t *siteTable) lookup(host string) *site {
-	host = normalizeHost(hostOnly(host))
+	host = config.NormalizeHost(hostOnly(host))
 	if s, ok := t.byHost[host]; ok {
 		return s
 	}
@@ -148,7 +149,7 @@ func (t *siteTable) lookup(host string) *site {
 // matchCase is a route's match_case: by default a route with basic_auth
 // matches in any case (an upstream on a case-insensitive disk serves
 // "/ADMIN/" as "/admin/"), and others in their case.
-func matchCase(r *Route) bool {
+func matchCase(r *config.Route) bool {
 	if r.MatchCase != nil {
 		return *r.MatchCase
 	}

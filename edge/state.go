@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -34,14 +35,14 @@ type storeCloser interface {
 // memory, says so once in the log and in /readyz, and writes what it marked
 // meanwhile back when Redis returns. It needs no Redis to start.
 // A timeout other than zero replaces store.DefaultTimeout (tests).
-func openStore(cfg StoreConfig, timeout time.Duration, log *slog.Logger) (storeCloser, *store.Resilient, error) {
+func openStore(cfg config.StoreConfig, timeout time.Duration, log *slog.Logger) (storeCloser, *store.Resilient, error) {
 	if cfg.Kind != "redis" {
 		return store.NewMemory(), nil, nil
 	}
 	store.LogRedisTo(log) // not go-redis's own stderr logger
 	r, err := store.OpenRedis(cfg.URL)
 	if err != nil {
-		return nil, nil, &ConfigError{Key: "store.url", Err: err}
+		return nil, nil, &config.Error{Key: "store.url", Err: err}
 	}
 	res, err := store.NewResilient(r, store.NewMemory(), store.ResilientConfig{
 		Timeout: timeout,
@@ -74,10 +75,10 @@ const certStoreTimeout = 5 * time.Second
 // second time. Certificates give Redis seconds a call instead; a Redis
 // that is really gone still leaves each node ordering on its own, and what
 // it stored meanwhile is written back on recovery.
-func openCertStore(cfg StoreConfig) (*store.Resilient, error) {
+func openCertStore(cfg config.StoreConfig) (*store.Resilient, error) {
 	r, err := store.OpenRedis(cfg.URL)
 	if err != nil {
-		return nil, &ConfigError{Key: "store.url", Err: err}
+		return nil, &config.Error{Key: "store.url", Err: err}
 	}
 	res, err := store.NewResilient(r, store.NewMemory(), store.ResilientConfig{Timeout: certStoreTimeout})
 	if err != nil {
@@ -152,7 +153,7 @@ const SecretFileName = "secret"
 // secretPath is where the challenge secret lives: challenge.secret_file,
 // or SecretFileName in the state directory (tls.cache); "" when neither is
 // set. explicit reports the first.
-func secretPath(cfg *Config) (path string, explicit bool) {
+func secretPath(cfg *config.Config) (path string, explicit bool) {
 	if cfg.Challenge.SecretFile != "" {
 		return cfg.Challenge.SecretFile, true
 	}
@@ -168,7 +169,7 @@ func secretPath(cfg *Config) (path string, explicit bool) {
 // set or not writable the secret is random for this process, and the log
 // says what that costs. A secret_file that cannot be read or made, or a
 // secret too short, is an error.
-func loadSecret(cfg *Config, log *slog.Logger) ([]byte, error) {
+func loadSecret(cfg *config.Config, log *slog.Logger) ([]byte, error) {
 	path, explicit := secretPath(cfg)
 	if path == "" && cfg.Demo {
 		return randomBytes(32), nil // the demo keeps nothing, and says so in its own words
@@ -189,7 +190,7 @@ func loadSecret(cfg *Config, log *slog.Logger) ([]byte, error) {
 		}
 		return b, nil
 	case explicit || errors.As(err, &short):
-		return nil, &ConfigError{File: cfg.File, Key: secretKey(explicit), Err: err}
+		return nil, &config.Error{File: cfg.File, Key: secretKey(explicit), Err: err}
 	}
 	log.LogAttrs(context.Background(), slog.LevelWarn, "secret_per_process", slog.String("path", path),
 		slog.String("error", err.Error()),
@@ -199,7 +200,7 @@ func loadSecret(cfg *Config, log *slog.Logger) ([]byte, error) {
 
 // perProcessEffect is what a secret made for this process costs: effect,
 // and with Redis the values sealed there (sealCertStore).
-func perProcessEffect(cfg *Config, effect string) string {
+func perProcessEffect(cfg *config.Config, effect string) string {
 	if cfg.Store.Kind == "redis" {
 		effect += "; the certificates and keys sealed in Redis cannot be read by other nodes or after a restart"
 	}
@@ -278,7 +279,7 @@ func derive(secret []byte, purpose string) []byte {
 }
 
 // loadPolicy reads the configured policy, or the built-in default.
-func loadPolicy(cfg *Config) (*policy.Policy, error) {
+func loadPolicy(cfg *config.Config) (*policy.Policy, error) {
 	opts := policyOptions(cfg)
 	if cfg.Policy == "" {
 		return policy.LoadDefault(opts)
@@ -288,7 +289,7 @@ func loadPolicy(cfg *Config) (*policy.Policy, error) {
 
 // policyOptions tells the policy what the configuration provides: which
 // geo databases exist and which divert targets.
-func policyOptions(cfg *Config) policy.Options {
+func policyOptions(cfg *config.Config) policy.Options {
 	o := policy.Options{Geo: policy.Geo{ASN: cfg.Geo.ASNDB != "", Country: cfg.Geo.CountryDB != ""}}
 	for name := range cfg.Divert {
 		o.DivertTargets = append(o.DivertTargets, name)
@@ -306,7 +307,7 @@ func (h *Handler) newChallenger() (*challenge.Challenger, error) {
 	cfg := &h.cfg
 	bind, err := challenge.ParseBinding(cfg.Challenge.Bind)
 	if err != nil {
-		return nil, &ConfigError{File: cfg.File, Key: "challenge.bind", Err: err}
+		return nil, &config.Error{File: cfg.File, Key: "challenge.bind", Err: err}
 	}
 	m := h.env.metrics
 	challengeStatus, denyStatus := h.policy.StatusCodes()

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"net"
 	"os"
 )
@@ -11,9 +12,9 @@ import (
 // upstreamTLSConfigs builds the TLS configuration of every https://
 // upstream address from its site's or route's upstream_tls. Validate has
 // refused one address with two different settings.
-func upstreamTLSConfigs(cfg *Config) (map[string]*tls.Config, error) {
+func upstreamTLSConfigs(cfg *config.Config) (map[string]*tls.Config, error) {
 	out := map[string]*tls.Config{}
-	add := func(us Upstreams, ut UpstreamTLS) error {
+	add := func(us config.Upstreams, ut config.UpstreamTLS) error {
 		for _, u := range us {
 			if u == nil || u.Scheme != "https" {
 				continue
@@ -42,7 +43,7 @@ func upstreamTLSConfigs(cfg *Config) (map[string]*tls.Config, error) {
 		for j := range s.Routes {
 			r := &s.Routes[j]
 			ut := r.UpstreamTLS
-			if ut == (UpstreamTLS{}) {
+			if ut == (config.UpstreamTLS{}) {
 				ut = s.UpstreamTLS
 			}
 			if err := add(r.Upstream, ut); err != nil {

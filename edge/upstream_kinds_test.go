@@ -3,6 +3,7 @@ package edge
 import (
 	"encoding/pem"
 	"fmt"
+	"github.com/maatproxy/maat/edge/config"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -33,7 +34,7 @@ func TestUnixSocketUpstream(t *testing.T) {
 			t.Errorf("%s: %d %q", proto, res.StatusCode, body)
 		}
 	}
-	if _, err := ParseConfig("c.yaml", []byte("tls: {mode: self-signed}\nsites: [{hosts: [a.test], upstream: \"unix:relative.sock\"}]\n")); err == nil {
+	if _, err := config.Parse("c.yaml", []byte("tls: {mode: self-signed}\nsites: [{hosts: [a.test], upstream: \"unix:relative.sock\"}]\n")); err == nil {
 		t.Error("a relative socket path was accepted")
 	}
 }
@@ -76,7 +77,7 @@ func TestHTTPSUpstream(t *testing.T) {
 		})
 	}
 	// One address, two settings: refused at load.
-	_, err := ParseConfig("c.yaml", []byte(fmt.Sprintf(`tls: {mode: self-signed}
+	_, err := config.Parse("c.yaml", []byte(fmt.Sprintf(`tls: {mode: self-signed}
 sites:
   - {hosts: [a.test], upstream: %[1]s, upstream_tls: {insecure_skip_verify: true}}
   - {hosts: [b.test], upstream: %[1]s}

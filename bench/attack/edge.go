@@ -58,11 +58,11 @@ const (
 	authPassword = "correct horse battery staple"
 )
 
-// config is the edge's configuration: one site, its upstream, a route
+// edgeConfig is the edge's configuration: one site, its upstream, a route
 // behind basic auth, HTTP/3, the admin listener; the limits are the
 // edge's defaults unless extra sets them. It says nothing an edge from
 // before the bounds would not read.
-func config(https, admin int, dir, upstream, authHash, extra string) string {
+func edgeConfig(https, admin int, dir, upstream, authHash, extra string) string {
 	return fmt.Sprintf(`listen: { https: "127.0.0.1:%d", http: "", admin: "127.0.0.1:%d" }
 tls: { mode: self-signed, cache: %q }
 challenge: { secret_file: %q }
@@ -83,7 +83,7 @@ sites:
 // starts bin on it, and returns once its admin listener says it is healthy.
 func startEdge(ctx context.Context, o options, bin, dir, upstream string, stderr io.Writer) (*edgeProc, error) {
 	return launchEdge(ctx, o, bin, dir, stderr, func(d string, p ports, hash string) (string, error) {
-		return config(p.https, p.admin, d, upstream, hash, o.extra), nil
+		return edgeConfig(p.https, p.admin, d, upstream, hash, o.extra), nil
 	})
 }
 

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"github.com/maatproxy/maat/edge/config"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/maatproxy/maat/edge"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -29,8 +29,8 @@ func TestConfigReadsAsTheEdgeReads(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			text := config(8443, 9100, dir, "http://127.0.0.1:3000", string(hash), tt.extra)
-			cfg, err := edge.ParseConfig("edge.yaml", []byte(text))
+			text := edgeConfig(8443, 9100, dir, "http://127.0.0.1:3000", string(hash), tt.extra)
+			cfg, err := config.Parse("edge.yaml", []byte(text))
 			if err != nil {
 				t.Fatalf("%v\n%s", err, text)
 			}

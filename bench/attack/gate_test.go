@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"net/netip"
 	"os"
@@ -11,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maatproxy/maat/edge"
 	"github.com/maatproxy/maat/internal/testattack"
 	"github.com/maatproxy/maat/policy"
 	"golang.org/x/crypto/bcrypt"
@@ -36,7 +36,7 @@ func TestGateConfigReadsAsTheEdgeReads(t *testing.T) {
 	}
 	text := gateConfig(ports{https: 8443, admin: 9100, http: 8080}, dir, pol, "http://127.0.0.1:3000",
 		"http://127.0.0.1:3001", string(hash), "")
-	cfg, err := edge.ParseConfig("edge.yaml", []byte(text))
+	cfg, err := config.Parse("edge.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"unicode/utf16"
 
-	"github.com/maatproxy/maat/edge"
 	"github.com/maatproxy/maat/edge/config"
 )
 
@@ -30,7 +29,7 @@ func FuzzParseConfig(f *testing.F) {
 		if len(data) > 1<<14 {
 			return
 		}
-		_, err := edge.ParseConfig("f.yaml", data)
+		_, err := config.Parse("f.yaml", data)
 		// YAML breaks lines at \n, \r, \r\n and the Unicode breaks, in
 		// the text after decoding (a file with a UTF-16 byte order mark
 		// is decoded as UTF-16).
@@ -42,7 +41,7 @@ func FuzzParseConfig(f *testing.F) {
 		lines := 1 + strings.Count(text, "\n") + strings.Count(text, "\r") + strings.Count(text, "\u0085") +
 			strings.Count(text, "\u2028") + strings.Count(text, "\u2029")
 		for _, e := range config.Problems(err) {
-			var ce *edge.ConfigError
+			var ce *config.Error
 			if !errors.As(e, &ce) || ce.File != "f.yaml" {
 				t.Fatalf("%q: not a ConfigError of f.yaml: %v", data, e)
 			}

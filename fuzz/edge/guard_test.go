@@ -2,6 +2,7 @@ package edgefuzz
 
 import (
 	"bufio"
+	"github.com/maatproxy/maat/edge/config"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -48,7 +49,7 @@ func FuzzGuardedPath(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	cfg, err := edge.ParseConfig("fuzz.yaml", []byte(`tls: {mode: self-signed, cache: ""}
+	cfg, err := config.Parse("fuzz.yaml", []byte(`tls: {mode: self-signed, cache: ""}
 sites:
   - hosts: [localhost]
     upstream: `+def.srv.URL+`

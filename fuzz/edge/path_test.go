@@ -4,6 +4,7 @@ package edgefuzz
 
 import (
 	"bufio"
+	"github.com/maatproxy/maat/edge/config"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -58,7 +59,7 @@ func FuzzRequestPath(f *testing.F) {
 		f.Add(s)
 	}
 	a, def := newPathRecorder(f), newPathRecorder(f)
-	cfg, err := edge.ParseConfig("fuzz.yaml", []byte(`tls: {mode: self-signed, cache: ""}
+	cfg, err := config.Parse("fuzz.yaml", []byte(`tls: {mode: self-signed, cache: ""}
 sites:
   - hosts: [localhost]
     upstream: `+def.srv.URL+`
