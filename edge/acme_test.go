@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/quic-go/quic-go/http3"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/internal/testacme"
 )
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/maatproxy/maat/edge/config"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/policy"
 )
@@ -174,5 +174,30 @@ func writeTestFile(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPolicyDifficultyZero: a rule of difficulty 0 (Anubis's meaning: the
+// page's script must run, no work) serves a page that asks for one bit,
+// not challenge's default of 16, and logs the 0 it was asked.
+func TestPolicyDifficultyZero(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(pol, []byte("bots:\n  - name: zero\n    user_agent_regex: Mozilla\n    action: CHALLENGE\n    challenge: {algorithm: fast, difficulty: 0}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("live.yaml", []byte("tls: {mode: self-signed, cache: ''}\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\npolicy: "+pol+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandler(cfg, Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	w := serveRaw(t, h, "GET /page HTTP/1.1\r\nHost: a.test\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0\r\nAccept: text/html\r\n\r\n")
+	if got := pageAttr(t, w.Body.String(), "bits"); got != "1" {
+		t.Errorf("the page asks for %s bits, want 1 (difficulty 0)", got)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/maatproxy/maat/fplog"
 )

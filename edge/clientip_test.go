@@ -1,9 +1,10 @@
 package edge
 
 import (
-	"github.com/maatproxy/maat/edge/config"
 	"net/netip"
 	"testing"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 func TestClientAddr(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/internal/testacme"
 	"github.com/maatproxy/maat/internal/testredis"
 	"github.com/maatproxy/maat/tlsfp"

@@ -1,10 +1,11 @@
 package edge
 
 import (
-	"github.com/maatproxy/maat/edge/config"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // TestLocateNewErrors: an error New or NewHandler returns under a key (the

@@ -7,7 +7,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/internal/testenv"
 )
 

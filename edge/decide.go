@@ -63,7 +63,9 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 			st.action = fplog.ActionChallenge
 			st.challenge = &fplog.Challenge{Alg: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits}
 			h.env.metrics.challenges.WithLabelValues("issued", reason.String()).Inc()
-			spec := challenge.Spec{Algorithm: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits, Rule: dec.Rule, Wait: wait}
+			// An Anubis difficulty of 0 asks only that the page's script
+			// runs: one bit, not challenge's default for an unset Bits.
+			spec := challenge.Spec{Algorithm: dec.Challenge.Algorithm, Bits: max(dec.Challenge.Bits, 1), Rule: dec.Rule, Wait: wait}
 			h.challenger.Challenge(w, r, cl, spec, st.id)
 			return false
 		}

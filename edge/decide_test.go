@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/maatproxy/maat/edge/config"
 	"net/netip"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/policy"
 )

@@ -2,8 +2,9 @@ package edge
 
 import (
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"time"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // DemoOptions are the flags of `edge demo`.

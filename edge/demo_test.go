@@ -1,10 +1,11 @@
 package edge
 
 import (
-	"github.com/maatproxy/maat/edge/config"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // TestLoadConfigFingerprintDefault: a file that does not name a

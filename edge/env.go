@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"

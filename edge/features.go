@@ -2,7 +2,6 @@ package edge
 
 import (
 	"crypto/sha256"
-	"github.com/maatproxy/maat/edge/config"
 	"net"
 	"net/http"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/urlpath"
 )
 

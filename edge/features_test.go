@@ -2,7 +2,6 @@ package edge
 
 import (
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 func TestSiteFeatures(t *testing.T) {

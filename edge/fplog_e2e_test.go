@@ -3,7 +3,6 @@ package edge
 import (
 	"bufio"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/internal/testenv"
 )
 

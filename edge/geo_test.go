@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"github.com/maatproxy/maat/edge/config"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/maxmind/mmdbwriter"
 	"github.com/maxmind/mmdbwriter/mmdbtype"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // writeMMDB writes a small MMDB of the given type, mapping 127.0.0.0/8 to

@@ -7,7 +7,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log"
 	"net"
@@ -22,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/internal/testenv"
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/compress"
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/maatproxy/maat/fplog"

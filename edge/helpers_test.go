@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"net"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/internal/testnet"
 )

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"

@@ -3,7 +3,6 @@ package edge
 import (
 	"context"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"maps"
@@ -12,6 +11,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // NewLogger returns the edge's logger: text for a human on a terminal, JSON

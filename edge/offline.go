@@ -3,13 +3,13 @@ package edge
 import (
 	"errors"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"iter"
 	"os"
 	"path/filepath"
 
 	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/static"

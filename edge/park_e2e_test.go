@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/park"
 	"github.com/maatproxy/maat/httpfp"
 )

@@ -3,7 +3,6 @@ package edge
 import (
 	"context"
 	"errors"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/maatproxy/maat/static"

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/internal/testacme"
 )
 

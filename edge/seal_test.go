@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"log/slog"
 	"net/http"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/internal/testredis"
 	"github.com/maatproxy/maat/store"
 )

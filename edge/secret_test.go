@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"html"
 	"log/slog"
 	"math/bits"
@@ -19,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // pageAttr reads data-NAME="…" from a challenge page.

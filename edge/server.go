@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/park"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/fplog"

@@ -3,9 +3,10 @@ package edge
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"net/http"
 	"time"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // startAdmin serves the admin listener: liveness, readiness and metrics.

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/park"
 	"github.com/maatproxy/maat/httpfp"
 	"github.com/maatproxy/maat/proxyproto"

@@ -3,7 +3,6 @@ package edge
 import (
 	"context"
 	"errors"
-	"github.com/maatproxy/maat/edge/config"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // newBareServer builds a Server on loopback with HTTP/3, port 80 and the

@@ -2,9 +2,9 @@ package edge
 
 import (
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"strings"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/static"

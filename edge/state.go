@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/locales"
 	"github.com/maatproxy/maat/policy"

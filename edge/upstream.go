@@ -4,9 +4,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"net"
 	"os"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // upstreamTLSConfigs builds the TLS configuration of every https://

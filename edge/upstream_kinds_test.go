@@ -3,7 +3,6 @@ package edge
 import (
 	"encoding/pem"
 	"fmt"
-	"github.com/maatproxy/maat/edge/config"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // TestUnixSocketUpstream: unix:/path.sock upstreams (Gitea, Forgejo) are

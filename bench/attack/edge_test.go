@@ -1,13 +1,14 @@
 package main
 
 import (
-	"github.com/maatproxy/maat/edge/config"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // TestConfigReadsAsTheEdgeReads: the configuration the suite writes is

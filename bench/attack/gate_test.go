@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"github.com/maatproxy/maat/edge/config"
 	"io"
 	"net/netip"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/internal/testattack"
 	"github.com/maatproxy/maat/policy"
 	"golang.org/x/crypto/bcrypt"

@@ -2,7 +2,6 @@ package edgefuzz
 
 import (
 	"bufio"
-	"github.com/maatproxy/maat/edge/config"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // guarded are the routes with basic_auth of FuzzGuardedPath, and whether

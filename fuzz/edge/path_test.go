@@ -4,7 +4,6 @@ package edgefuzz
 
 import (
 	"bufio"
-	"github.com/maatproxy/maat/edge/config"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/maatproxy/maat/edge"
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/urlpath"
 )
 
