@@ -48,11 +48,14 @@ func allowed(from, to string) bool {
 		return leaves[top(to)]
 	case from == "edge":
 		return leaves[top(to)] || to == "edge/config" || to == "edge/internal/park" ||
-			to == "edge/internal/upstream" || to == "edge/internal/spill"
+			to == "edge/internal/upstream" || to == "edge/internal/spill" ||
+			to == "edge/internal/drain"
 	case from == "edge/internal/upstream":
 		return leaves[top(to)] || to == "edge/internal/spill"
 	case from == "edge/internal/spill":
 		return leaves[top(to)]
+	case from == "edge/internal/drain":
+		return false // what it needs of the Server is its Tracker interface
 	case from == "edge/internal/park":
 		return leaves[top(to)] // what it needs of the Server is its Host interface
 	case from == "cmd/edge":
@@ -161,6 +164,9 @@ func TestPolicyTable(t *testing.T) {
 		{"edge/internal/upstream", "edge", false},
 		{"edge/internal/spill", "edge/internal/upstream", false},
 		{"edge/internal/spill", "edge", false},
+		{"edge", "edge/internal/drain", true},
+		{"edge/internal/drain", "edge", false},
+		{"edge/internal/drain", "httpfp", false},
 	} {
 		if got := allowed(tt.from, tt.to); got != tt.want {
 			t.Errorf("allowed(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/edge/internal/drain"
 	"github.com/maatproxy/maat/edge/internal/park"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/fplog"
@@ -69,7 +70,7 @@ type Server struct {
 	started  atomic.Bool
 	stopping atomic.Bool
 
-	requests *requestGate // the requests being served, hijacked ones included
+	requests *drain.Gate // the requests being served, hijacked ones included
 
 	conns1  *clientCounter // TCP connections per client (limits.conns_per_client)
 	trusted trustedProxies // exempt from conns1
@@ -81,9 +82,9 @@ type Server struct {
 	mu           sync.Mutex // guards the fields below
 	listeners    []net.Listener
 	udp          net.PacketConn
-	conns        map[net.Conn]struct{} // TCP connections in their handshake, HTTP/2 or parked
-	tunnels      map[*tunnel]struct{}  // websockets: connections hijacked from net/http
-	connWG       sync.WaitGroup        // Add only under mu while !shuttingDown
+	conns        map[net.Conn]struct{}      // TCP connections in their handshake, HTTP/2 or parked
+	tunnels      map[*drain.Tunnel]struct{} // websockets: connections hijacked from net/http
+	connWG       sync.WaitGroup             // Add only under mu while !shuttingDown
 	shuttingDown bool
 	tunnelsCut   bool // the drain is over: a tunnel is closed as it comes
 }
@@ -111,7 +112,7 @@ func newServer(cfg config.Config, log *slog.Logger, hooks testHooks) (_ *Server,
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{log: log, base: cfg, group: newGroup(), conns: map[net.Conn]struct{}{},
-		tunnels: map[*tunnel]struct{}{}, requests: newRequestGate()}
+		tunnels: map[*drain.Tunnel]struct{}{}, requests: drain.NewGate()}
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	s.hsCtx, s.hsCancel = context.WithCancel(s.bg)
 	var undo []func()
@@ -491,7 +492,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	for t := range s.tunnels {
-		t.goingAway() // does not block: the tunnel's copy does the rest
+		t.GoingAway() // does not block: the tunnel's copy does the rest
 	}
 	s.mu.Unlock()
 	s.hsCancel()
@@ -550,11 +551,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.park.Close() // every parked connection is done: connWG counts them
 	// A request cut with its connection ends now (its context is
 	// canceled) and writes its log lines; none starts any more.
-	s.requests.shut()
+	s.requests.Shut()
 	gctx, cancel := context.WithTimeout(context.Background(), requestGrace)
-	if err := s.requests.wait(gctx); err != nil {
+	if err := s.requests.Wait(gctx); err != nil {
 		errs = append(errs, fmt.Errorf("edge: %d requests still running after their connections closed; their log lines are lost: %w",
-			s.requests.inFlight(), err))
+			s.requests.InFlight(), err))
 	}
 	cancel()
 	s.bgCancel()
@@ -580,8 +581,8 @@ const requestGrace = 5 * time.Second
 
 // waitRequests waits until no request is being served or ctx ends.
 func (s *Server) waitRequests(ctx context.Context) error {
-	if err := s.requests.wait(ctx); err != nil {
-		return fmt.Errorf("edge: %d requests still running after the drain: %w", s.requests.inFlight(), err)
+	if err := s.requests.Wait(ctx); err != nil {
+		return fmt.Errorf("edge: %d requests still running after the drain: %w", s.requests.InFlight(), err)
 	}
 	return nil
 }
@@ -639,26 +640,29 @@ func (s *Server) Serve(ctx context.Context) error {
 //
 // Every request is counted until its handler returns (Shutdown waits for
 // the count), and a websocket's connection, hijacked from net/http, is
-// tracked as a tunnel (upgradeWriter).
+// tracked as a tunnel (drain.UpgradeWriter).
 func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
-	if !s.requests.enter() {
+	if !s.requests.Enter() {
 		return
 	}
-	defer s.requests.leave()
+	defer s.requests.Leave()
 	if s.altSvc != "" {
 		w.Header()["Alt-Svc"] = []string{s.altSvc}
 	}
 	if r.ProtoMajor == 1 && r.Header["Upgrade"] != nil {
-		uw := &upgradeWriter{ResponseWriter: w, s: s}
-		defer uw.done()
+		uw := drain.NewUpgradeWriter(w, (*tunnelTracker)(s))
+		defer uw.Done()
 		w = uw
 	}
 	s.handler.Load().ServeHTTP(w, r)
 }
 
-// trackTunnel adds a hijacked connection to those Shutdown tells to go
-// away and closes; one hijacked once Shutdown has begun goes away at once.
-func (s *Server) trackTunnel(t *tunnel) {
+// tunnelTracker is the Server as the drain.Tracker of its websockets.
+type tunnelTracker Server
+
+// Track adds a hijacked connection to those Shutdown tells to go away and
+// closes; one hijacked once Shutdown has begun goes away at once.
+func (s *tunnelTracker) Track(t *drain.Tunnel) {
 	s.mu.Lock()
 	s.tunnels[t] = struct{}{}
 	late, cut := s.shuttingDown, s.tunnelsCut
@@ -667,11 +671,12 @@ func (s *Server) trackTunnel(t *tunnel) {
 	case cut: // the drain is over: Shutdown closed the others already
 		_ = t.Close()
 	case late:
-		t.goingAway()
+		t.GoingAway()
 	}
 }
 
-func (s *Server) untrackTunnel(t *tunnel) {
+// Untrack forgets a tunnel whose request's handler returned.
+func (s *tunnelTracker) Untrack(t *drain.Tunnel) {
 	s.mu.Lock()
 	delete(s.tunnels, t)
 	s.mu.Unlock()
