@@ -21,6 +21,7 @@ var leaves = map[string]bool{
 	"static": true, "compress": true,
 	"clientnet": true, "accept": true,
 	"proxyproto": true, "geo": true, "firstbytes": true, "urlpath": true,
+	"forwarded": true,
 }
 
 // shared are the small leaves that hold one fact several leaves need
@@ -164,6 +165,9 @@ func TestPolicyTable(t *testing.T) {
 		{"edge/internal/upstream", "edge", false},
 		{"edge/internal/spill", "edge/internal/upstream", false},
 		{"edge/internal/spill", "edge", false},
+		{"edge", "forwarded", true},
+		{"forwarded", "edge", false},
+		{"fuzz/forwarded", "forwarded", true},
 		{"edge", "edge/internal/drain", true},
 		{"edge/internal/drain", "edge", false},
 		{"edge/internal/drain", "httpfp", false},

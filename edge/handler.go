@@ -18,6 +18,7 @@ import (
 	"github.com/maatproxy/maat/compress"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/edge/internal/upstream"
+	"github.com/maatproxy/maat/forwarded"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/urlpath"
@@ -32,7 +33,7 @@ type Handler struct {
 	cfg        config.Config
 	env        Env
 	sites      *siteTable
-	trusted    trustedProxies
+	trusted    forwarded.Proxies
 	policy     *policy.Policy
 	challenger *challenge.Challenger
 	maat       http.Handler        // everything under /.maat/

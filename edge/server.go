@@ -22,6 +22,7 @@ import (
 	"github.com/maatproxy/maat/edge/internal/drain"
 	"github.com/maatproxy/maat/edge/internal/park"
 	"github.com/maatproxy/maat/edge/internal/spill"
+	"github.com/maatproxy/maat/forwarded"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/policy"
@@ -72,11 +73,11 @@ type Server struct {
 
 	requests *drain.Gate // the requests being served, hijacked ones included
 
-	conns1  *clientCounter // TCP connections per client (limits.conns_per_client)
-	trusted trustedProxies // exempt from conns1
-	quicHS  atomic.Int64   // QUIC handshakes in progress
-	seen    *seenAddrs     // addresses that completed a handshake lately
-	park    *park.Parker   // parks idle HTTP/1 connections
+	conns1  *clientCounter    // TCP connections per client (limits.conns_per_client)
+	trusted forwarded.Proxies // exempt from conns1
+	quicHS  atomic.Int64      // QUIC handshakes in progress
+	seen    *seenAddrs        // addresses that completed a handshake lately
+	park    *park.Parker      // parks idle HTTP/1 connections
 	quicTr  *quic.Transport
 
 	mu           sync.Mutex // guards the fields below
