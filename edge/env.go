@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/maatproxy/maat/challenge"
+	"github.com/maatproxy/maat/edge/internal/basicauth"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
@@ -58,10 +59,10 @@ type Env struct {
 	metrics  *metrics
 	ids      *requestIDs
 	access   *accessLogs
-	inflight *clientCounter // requests in flight per client (limits.requests_per_client)
-	bcrypt   chan struct{}  // bcrypt comparisons running at once
-	spill    *spill.Budget  // bytes of responses buffered for slow clients
-	hooks    testHooks      // what tests turn (testhooks.go); zero in production
+	inflight *clientCounter  // requests in flight per client (limits.requests_per_client)
+	bcrypt   basicauth.Slots // bcrypt comparisons running at once
+	spill    *spill.Budget   // bytes of responses buffered for slow clients
+	hooks    testHooks       // what tests turn (testhooks.go); zero in production
 }
 
 // resolve fills the zero fields of a copy of e with private defaults, and

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/maatproxy/maat/certs"
+	"github.com/maatproxy/maat/edge/internal/basicauth"
 	"github.com/maatproxy/maat/edge/internal/drain"
 	"github.com/maatproxy/maat/edge/internal/park"
 	"github.com/maatproxy/maat/edge/internal/spill"
@@ -153,7 +154,7 @@ func newServer(cfg config.Config, log *slog.Logger, hooks testHooks) (_ *Server,
 	undo = append(undo, s.env.access.close)
 	s.env.ids = newRequestIDs()
 	s.env.inflight = newClientCounter(cfg.Limits.RequestsPerClient)
-	s.env.bcrypt = newBcryptSlots()
+	s.env.bcrypt = basicauth.NewSlots()
 	s.env.spill = spill.NewBudget(max(cfg.Limits.SpillTotal, 0))
 	s.conns1 = newClientCounter(cfg.Limits.ConnsPerClient)
 	s.seen = newSeenAddrs()
