@@ -50,13 +50,15 @@ func allowed(from, to string) bool {
 	case from == "edge":
 		return leaves[top(to)] || to == "edge/config" || to == "edge/internal/park" ||
 			to == "edge/internal/upstream" || to == "edge/internal/spill" ||
-			to == "edge/internal/drain" || to == "edge/internal/basicauth"
+			to == "edge/internal/drain" || to == "edge/internal/basicauth" || to == "edge/internal/secret"
 	case from == "edge/internal/upstream":
 		return leaves[top(to)] || to == "edge/internal/spill"
 	case from == "edge/internal/spill":
 		return leaves[top(to)]
 	case from == "edge/internal/drain":
 		return false // what it needs of the Server is its Tracker interface
+	case from == "edge/internal/secret":
+		return to == "challenge" // its shortest secret
 	case from == "edge/internal/basicauth":
 		return false // the attempt limit is a func the Handler passes in
 	case from == "edge/internal/park":
@@ -176,6 +178,9 @@ func TestPolicyTable(t *testing.T) {
 		{"edge", "edge/internal/basicauth", true},
 		{"edge/internal/basicauth", "edge", false},
 		{"edge/internal/basicauth", "store", false},
+		{"edge", "edge/internal/secret", true},
+		{"edge/internal/secret", "challenge", true},
+		{"edge/internal/secret", "edge", false},
 	} {
 		if got := allowed(tt.from, tt.to); got != tt.want {
 			t.Errorf("allowed(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)

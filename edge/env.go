@@ -14,6 +14,7 @@ import (
 
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/edge/internal/basicauth"
+	"github.com/maatproxy/maat/edge/internal/secret"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
@@ -143,7 +144,7 @@ func (a *accessLogs) open(cfg *config.Config, al *config.AccessLog) (*fplog.Acce
 	}
 	w, err := fplog.NewAccessWriter(fplog.AccessConfig{
 		Path: al.Path, Format: al.Format, MaxSizeMB: cfg.Log.MaxSizeMB, MaxFiles: cfg.Log.MaxFiles,
-		ClientIP: cfg.Log.ClientIP, HashKey: derive(a.secret, "maat fplog client_ip"),
+		ClientIP: cfg.Log.ClientIP, HashKey: secret.Derive(a.secret, "maat fplog client_ip"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("edge: access log: %w", err)

@@ -22,6 +22,7 @@ import (
 	"github.com/maatproxy/maat/edge/internal/basicauth"
 	"github.com/maatproxy/maat/edge/internal/drain"
 	"github.com/maatproxy/maat/edge/internal/park"
+	"github.com/maatproxy/maat/edge/internal/secret"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/forwarded"
 	"github.com/maatproxy/maat/fplog"
@@ -685,7 +686,7 @@ func (s *tunnelTracker) Untrack(t *drain.Tunnel) {
 }
 
 // newFPLog opens the fingerprint log, or returns nil when it is off.
-func newFPLog(cfg *config.Config, secret []byte) (*fplog.Writer, error) {
+func newFPLog(cfg *config.Config, sec []byte) (*fplog.Writer, error) {
 	if cfg.Log.Fingerprints == "" {
 		return nil, nil
 	}
@@ -697,7 +698,7 @@ func newFPLog(cfg *config.Config, secret []byte) (*fplog.Writer, error) {
 		MaxSizeMB:   cfg.Log.MaxSizeMB,
 		MaxFiles:    cfg.Log.MaxFiles,
 		ClientIP:    cfg.Log.ClientIP,
-		HashKey:     derive(secret, "maat fplog client_ip"),
+		HashKey:     secret.Derive(sec, "maat fplog client_ip"),
 		SampleAllow: cfg.Log.SampleAllow,
 	})
 	if err != nil {
