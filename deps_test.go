@@ -21,6 +21,7 @@ var leaves = map[string]bool{
 	"static": true, "compress": true,
 	"clientnet": true, "accept": true,
 	"proxyproto": true, "geo": true, "firstbytes": true, "urlpath": true,
+	"forwarded": true,
 }
 
 // shared are the small leaves that hold one fact several leaves need
@@ -48,11 +49,18 @@ func allowed(from, to string) bool {
 		return leaves[top(to)]
 	case from == "edge":
 		return leaves[top(to)] || to == "edge/config" || to == "edge/internal/park" ||
-			to == "edge/internal/upstream" || to == "edge/internal/spill"
+			to == "edge/internal/upstream" || to == "edge/internal/spill" ||
+			to == "edge/internal/drain" || to == "edge/internal/basicauth" || to == "edge/internal/secret"
 	case from == "edge/internal/upstream":
 		return leaves[top(to)] || to == "edge/internal/spill"
 	case from == "edge/internal/spill":
 		return leaves[top(to)]
+	case from == "edge/internal/drain":
+		return false // what it needs of the Server is its Tracker interface
+	case from == "edge/internal/secret":
+		return to == "challenge" // its shortest secret
+	case from == "edge/internal/basicauth":
+		return false // the attempt limit is a func the Handler passes in
 	case from == "edge/internal/park":
 		return leaves[top(to)] // what it needs of the Server is its Host interface
 	case from == "cmd/edge":
@@ -161,6 +169,18 @@ func TestPolicyTable(t *testing.T) {
 		{"edge/internal/upstream", "edge", false},
 		{"edge/internal/spill", "edge/internal/upstream", false},
 		{"edge/internal/spill", "edge", false},
+		{"edge", "forwarded", true},
+		{"forwarded", "edge", false},
+		{"fuzz/forwarded", "forwarded", true},
+		{"edge", "edge/internal/drain", true},
+		{"edge/internal/drain", "edge", false},
+		{"edge/internal/drain", "httpfp", false},
+		{"edge", "edge/internal/basicauth", true},
+		{"edge/internal/basicauth", "edge", false},
+		{"edge/internal/basicauth", "store", false},
+		{"edge", "edge/internal/secret", true},
+		{"edge/internal/secret", "challenge", true},
+		{"edge/internal/secret", "edge", false},
 	} {
 		if got := allowed(tt.from, tt.to); got != tt.want {
 			t.Errorf("allowed(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)

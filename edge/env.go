@@ -13,6 +13,8 @@ import (
 
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/edge/config"
+	"github.com/maatproxy/maat/edge/internal/basicauth"
+	"github.com/maatproxy/maat/edge/internal/secret"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
@@ -58,10 +60,10 @@ type Env struct {
 	metrics  *metrics
 	ids      *requestIDs
 	access   *accessLogs
-	inflight *clientCounter // requests in flight per client (limits.requests_per_client)
-	bcrypt   chan struct{}  // bcrypt comparisons running at once
-	spill    *spill.Budget  // bytes of responses buffered for slow clients
-	hooks    testHooks      // what tests turn (testhooks.go); zero in production
+	inflight *clientCounter  // requests in flight per client (limits.requests_per_client)
+	bcrypt   basicauth.Slots // bcrypt comparisons running at once
+	spill    *spill.Budget   // bytes of responses buffered for slow clients
+	hooks    testHooks       // what tests turn (testhooks.go); zero in production
 }
 
 // resolve fills the zero fields of a copy of e with private defaults, and
@@ -142,7 +144,7 @@ func (a *accessLogs) open(cfg *config.Config, al *config.AccessLog) (*fplog.Acce
 	}
 	w, err := fplog.NewAccessWriter(fplog.AccessConfig{
 		Path: al.Path, Format: al.Format, MaxSizeMB: cfg.Log.MaxSizeMB, MaxFiles: cfg.Log.MaxFiles,
-		ClientIP: cfg.Log.ClientIP, HashKey: derive(a.secret, "maat fplog client_ip"),
+		ClientIP: cfg.Log.ClientIP, HashKey: secret.Derive(a.secret, "maat fplog client_ip"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("edge: access log: %w", err)

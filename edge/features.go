@@ -1,25 +1,19 @@
 package edge
 
 import (
-	"crypto/sha256"
+	"github.com/maatproxy/maat/edge/config"
 	"net"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
-	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/urlpath"
 )
 
 // What a site needs beyond forwarding, compiled from its configuration:
 // canonical host, redirects, HSTS and security headers, header rules,
-// maintenance, basic authentication.
+// maintenance, basic authentication (package basicauth).
 
 type redirect struct {
 	from, to string
@@ -150,121 +144,6 @@ func (o *headerOps) apply(h http.Header) {
 	for _, kv := range o.add {
 		h[kv[0]] = append(h[kv[0]], kv[1])
 	}
-}
-
-// basicAuth checks HTTP Basic credentials against bcrypt hashes. bcrypt is
-// slow on purpose (tens of milliseconds), so a verified pair is remembered
-// by its SHA-256 until the configuration changes; the cache is bounded.
-type basicAuth struct {
-	realm string
-	users map[string][]byte
-	dummy []byte // a hash of nothing anyone types, at the users' cost
-	mu    sync.Mutex
-	ok    map[[32]byte]bool
-}
-
-const maxAuthCache = 1024
-
-func newBasicAuth(a *config.BasicAuth) *basicAuth {
-	if a == nil {
-		return nil
-	}
-	b := &basicAuth{realm: a.Realm, users: map[string][]byte{}, ok: map[[32]byte]bool{}}
-	if b.realm == "" {
-		b.realm = "restricted"
-	}
-	cost := bcrypt.DefaultCost
-	for u, h := range a.Users {
-		b.users[u] = []byte(h)
-		if c, err := bcrypt.Cost([]byte(h)); err == nil {
-			cost = c
-		}
-	}
-	b.dummy, _ = bcrypt.GenerateFromPassword(randomBytes(16), cost)
-	return b
-}
-
-// authResult is what checkAuth found.
-type authResult uint8
-
-const (
-	authOK      authResult = iota
-	authFailed             // no credentials or wrong ones: 401
-	authLimited            // too many attempts from this client: 429
-	authBusy               // every bcrypt slot taken for too long: 503
-)
-
-// newBcryptSlots bounds the bcrypt comparisons running at once to half the
-// CPUs (at least one), so that a flood of wrong passwords never takes more
-// than that share of the machine.
-func newBcryptSlots() chan struct{} { return make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)) }
-
-// bcryptQueue is how long a password check waits for a bcrypt slot.
-const bcryptQueue = 2 * time.Second
-
-// checkAuth checks r's Basic credentials against the route's users. A pair
-// verified before is remembered (no bcrypt); any other attempt costs one of
-// the client's limits.auth_attempts per minute, then waits for a bcrypt
-// slot.
-func (h *Handler) checkAuth(r *http.Request, st *reqState, b *basicAuth) authResult {
-	user, pass, ok := r.BasicAuth()
-	if !ok {
-		return authFailed
-	}
-	key := sha256.Sum256([]byte(user + "\x00" + pass))
-	b.mu.Lock()
-	cached := b.ok[key]
-	b.mu.Unlock()
-	if cached {
-		return authOK
-	}
-	n := h.cfg.Limits.AuthAttempts
-	allowed, _, err := h.env.Store.Take(r.Context(), "auth:"+clientKey(st.client).String(), float64(n)/60, n)
-	if err == nil && !allowed {
-		return authLimited
-	}
-	t := time.NewTimer(bcryptQueue)
-	select {
-	case h.env.bcrypt <- struct{}{}:
-		t.Stop()
-	case <-t.C:
-		return authBusy
-	case <-r.Context().Done():
-		t.Stop()
-		return authBusy
-	}
-	good := b.compare(user, pass)
-	<-h.env.bcrypt
-	if !good {
-		return authFailed
-	}
-	b.mu.Lock()
-	if len(b.ok) >= maxAuthCache {
-		clear(b.ok)
-	}
-	b.ok[key] = true
-	b.mu.Unlock()
-	return authOK
-}
-
-// compare runs bcrypt for user and pass; an unknown user costs the same
-// time as a known one, so names cannot be probed.
-func (b *basicAuth) compare(user, pass string) bool {
-	hash, known := b.users[user]
-	if !known {
-		_ = bcrypt.CompareHashAndPassword(b.dummy, []byte(pass))
-		return false
-	}
-	return bcrypt.CompareHashAndPassword(hash, []byte(pass)) == nil
-}
-
-func (b *basicAuth) challenge(w http.ResponseWriter) {
-	h := w.Header()
-	h.Set("WWW-Authenticate", `Basic realm="`+strings.ReplaceAll(b.realm, `"`, "'")+`", charset="UTF-8"`)
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusUnauthorized)
-	_, _ = w.Write([]byte("401 Unauthorized: this part of the site needs a user name and password.\n"))
 }
 
 func joinHostPort(host, port string) string { return net.JoinHostPort(host, port) }

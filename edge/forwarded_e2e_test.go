@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/maatproxy/maat/forwarded"
 )
 
 // TestForwardedForThroughTrustedProxy: behind a trusted proxy, every
@@ -33,8 +35,8 @@ func TestForwardedForThroughTrustedProxy(t *testing.T) {
 				{"9.9.9.9, 1.2.3.4:5678", "1.2.3.4"},
 				{"[2001:db8::7]:443", "2001:db8::7"},
 				{"2001:db8::7", "2001:db8::7"},
-				{"unknown", hiddenClient("unknown").String()},
-				{"_proxy1", hiddenClient("_proxy1").String()},
+				{"unknown", forwarded.Hidden("unknown").String()},
+				{"_proxy1", forwarded.Hidden("_proxy1").String()},
 				{"garbage", ""},
 				{"1.2.3.4:5678:9", ""},
 			} {
@@ -55,7 +57,7 @@ func TestForwardedForThroughTrustedProxy(t *testing.T) {
 			}
 		})
 	}
-	if !netip.MustParsePrefix("100::/64").Contains(hiddenClient("unknown")) {
+	if !netip.MustParsePrefix("100::/64").Contains(forwarded.Hidden("unknown")) {
 		t.Error("a hidden client outside 100::/64")
 	}
 }

@@ -16,8 +16,10 @@ import (
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/compress"
 	"github.com/maatproxy/maat/edge/config"
+	"github.com/maatproxy/maat/edge/internal/basicauth"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/edge/internal/upstream"
+	"github.com/maatproxy/maat/forwarded"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/urlpath"
@@ -32,7 +34,7 @@ type Handler struct {
 	cfg        config.Config
 	env        Env
 	sites      *siteTable
-	trusted    trustedProxies
+	trusted    forwarded.Proxies
 	policy     *policy.Policy
 	challenger *challenge.Challenger
 	maat       http.Handler        // everything under /.maat/
@@ -57,7 +59,7 @@ func NewHandler(cfg config.Config, env Env) (*Handler, error) {
 		env.inflight = newClientCounter(cfg.Limits.RequestsPerClient)
 	}
 	if env.bcrypt == nil {
-		env.bcrypt = newBcryptSlots()
+		env.bcrypt = basicauth.NewSlots()
 	}
 	if env.spill == nil {
 		env.spill = spill.NewBudget(max(cfg.Limits.SpillTotal, 0))
@@ -202,19 +204,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.forward(rec, r, st)
 }
 
+// authAttempt asks the store whether st's client may try one more
+// password: limits.auth_attempts a minute. A store that fails lets it try.
+func (h *Handler) authAttempt(st *reqState) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		n := h.cfg.Limits.AuthAttempts
+		allowed, _, err := h.env.Store.Take(ctx, "auth:"+clientKey(st.client).String(), float64(n)/60, n)
+		return err != nil || allowed
+	}
+}
+
 // forward sends the request to its route, after the route's basic
 // authentication (which comes after the bot policy).
 func (h *Handler) forward(w *recorder, r *http.Request, st *reqState) {
 	if a := st.route.auth; a != nil {
-		switch h.checkAuth(r, st, a) {
-		case authLimited:
+		switch a.Check(r, h.env.bcrypt, h.authAttempt(st)) {
+		case basicauth.Limited:
 			h.limited(w, st, reasonAuthAttempts, http.StatusTooManyRequests)
 			return
-		case authBusy:
+		case basicauth.Busy:
 			h.limited(w, st, reasonAuthBusy, http.StatusServiceUnavailable)
 			return
-		case authFailed:
-			a.challenge(w)
+		case basicauth.Failed:
+			a.Challenge(w)
 			return
 		}
 		st.user, _, _ = r.BasicAuth()

@@ -9,7 +9,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -92,53 +91,6 @@ func readWSFrame(r io.Reader) (op byte, masked bool, payload []byte, err error) 
 		}
 	}
 	return h[0] & 0x0f, masked, payload, nil
-}
-
-func TestWSFrames(t *testing.T) {
-	t.Parallel()
-	key := []byte{1, 2, 3, 4}
-	for _, tt := range []struct {
-		name  string
-		frame []byte
-	}{
-		{"empty", wsFrame(0x9, nil, nil)},
-		{"short", wsFrame(0x1, []byte("hello"), nil)},
-		{"short masked", wsFrame(0x1, []byte("hello"), key)},
-		{"16-bit length", wsFrame(0x2, make([]byte, 300), nil)},
-		{"16-bit length masked", wsFrame(0x2, make([]byte, 65535), key)},
-		{"64-bit length", wsFrame(0x2, make([]byte, 70000), nil)},
-		{"64-bit length masked", wsFrame(0x2, make([]byte, 70000), key)},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			// Whole, then byte by byte: a boundary only at the end, and
-			// want never passes it.
-			var f wsFrames
-			f.feed(tt.frame)
-			if !f.boundary() {
-				t.Fatal("no boundary after a whole frame")
-			}
-			for i := range tt.frame {
-				if w := f.want(); w < 1 || w > uint64(len(tt.frame)-i) {
-					t.Fatalf("at %d: want %d, %d bytes left", i, w, len(tt.frame)-i)
-				}
-				f.feed(tt.frame[i : i+1])
-				if f.boundary() != (i == len(tt.frame)-1) {
-					t.Fatalf("at %d of %d: boundary %v", i, len(tt.frame), f.boundary())
-				}
-			}
-			// Two frames in one piece, and cut anywhere.
-			two := append(bytes.Clone(tt.frame), wsFrame(0x8, []byte{3, 0xe9}, nil)...)
-			for cut := range two {
-				var g wsFrames
-				g.feed(two[:cut])
-				g.feed(two[cut:])
-				if !g.boundary() {
-					t.Fatalf("cut at %d: no boundary at the end", cut)
-				}
-			}
-		})
-	}
 }
 
 // wsUpstream accepts one websocket and hands its connection (past the 101)
@@ -255,7 +207,7 @@ func tunnelsDraining(s *Server, n int) bool {
 		return false
 	}
 	for t := range s.tunnels {
-		if !t.draining.Load() {
+		if !t.Draining() {
 			return false
 		}
 	}
@@ -391,8 +343,8 @@ func TestShutdownQuietWebsocket(t *testing.T) {
 	e.mu.Lock()
 	n := len(e.tunnels)
 	e.mu.Unlock()
-	if n != 1 || e.requests.inFlight() != 1 {
-		t.Fatalf("%d tunnels, %d requests in flight; want the websocket's", n, e.requests.inFlight())
+	if n != 1 || e.requests.InFlight() != 1 {
+		t.Fatalf("%d tunnels, %d requests in flight; want the websocket's", n, e.requests.InFlight())
 	}
 	// A drain far longer than the test may take: Shutdown must not need it.
 	done := startShutdown(e.Server, time.Hour)
@@ -568,39 +520,5 @@ func TestShutdownWaitsForSlowAnswer(t *testing.T) {
 				t.Fatalf("line for the slow answer: %v", l)
 			}
 		})
-	}
-}
-
-// TestRequestGate: a wait ends when the last request leaves, not before;
-// a shut gate lets none in.
-func TestRequestGate(t *testing.T) {
-	t.Parallel()
-	g := newRequestGate()
-	for range 2 {
-		if !g.enter() {
-			t.Fatal("an open gate refused a request")
-		}
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.wait(context.Background()) }()
-	g.leave()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	if err := g.wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("wait with a request in flight: %v", err)
-	}
-	cancel()
-	g.leave()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	g.shut()
-	if g.enter() {
-		t.Error("a shut gate let a request in")
-	}
-	if n := g.inFlight(); n != 0 {
-		t.Errorf("in flight: %d", n)
-	}
-	if err := g.wait(context.Background()); err != nil {
-		t.Error(err)
 	}
 }

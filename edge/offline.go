@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"os"
-	"path/filepath"
 
-	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/edge/config"
+	"github.com/maatproxy/maat/edge/internal/secret"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/static"
@@ -57,8 +55,8 @@ func CheckSecret(cfg *config.Config, canMake func(dir string) error) (warning st
 	if path == "" {
 		return "neither challenge.secret_file nor tls.cache is set: the challenge secret will be random per process, and pass cookies and hashed client addresses will not survive a restart", nil
 	}
-	err = checkSecret(path, canMake)
-	var short *shortSecretError
+	err = secret.Check(path, canMake)
+	var short *secret.ShortError
 	switch {
 	case err == nil:
 		return "", nil
@@ -66,23 +64,6 @@ func CheckSecret(cfg *config.Config, canMake func(dir string) error) (warning st
 		return "", &config.Error{File: cfg.File, Key: secretKey(explicit), Err: err}
 	}
 	return fmt.Sprintf("tls.cache: %v: the challenge secret will be random per process, and pass cookies and hashed client addresses will not survive a restart", err), nil
-}
-
-// checkSecret checks what readOrMakeSecret would do with path.
-func checkSecret(path string, canMake func(dir string) error) error {
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil && len(b) < challenge.MinSecretLen:
-		return &shortSecretError{path: path, n: len(b)}
-	case err == nil:
-		return nil
-	case !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("secret file: %w", err)
-	}
-	if err := canMake(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("secret file %s cannot be made: %w", path, err)
-	}
-	return nil
 }
 
 // CheckHandler builds the Handler New would serve cfg with, and closes

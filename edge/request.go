@@ -22,7 +22,7 @@ type reqState struct {
 	id          string
 	peer        netip.Addr
 	peerTrusted bool
-	clientOK    bool // false: a trusted proxy named the client with garbage (clientAddr)
+	clientOK    bool // false: a trusted proxy named the client with garbage (forwarded.Proxies.Client)
 	client      netip.Addr
 	site        *site
 	route       *route
@@ -68,8 +68,8 @@ func (st *reqState) siteName() string {
 func (h *Handler) newState(r *http.Request) *reqState {
 	st := &reqState{start: time.Now(), id: h.env.ids.next(), demo: h.cfg.Demo}
 	st.peer = peerAddr(r.RemoteAddr)
-	st.peerTrusted = h.trusted.contains(st.peer)
-	st.client, st.clientOK = h.trusted.clientAddr(st.peer, r.Header["X-Forwarded-For"])
+	st.peerTrusted = h.trusted.Contains(st.peer)
+	st.client, st.clientOK = h.trusted.Client(st.peer, r.Header["X-Forwarded-For"])
 	if st.peerTrusted {
 		// A trusted proxy in front named the request already: keep its ID,
 		// so one request has one ID in every log.
@@ -278,4 +278,13 @@ func demoHeaders(h http.Header, r *http.Request, st *reqState) {
 	if len(st.rules) > 0 {
 		h["X-Maat-Rules"] = []string{strings.Join(st.rules, ", ")}
 	}
+}
+
+// peerAddr parses http.Request.RemoteAddr ("ip:port").
+func peerAddr(remote string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		return ap.Addr().Unmap()
+	}
+	a, _ := netip.ParseAddr(remote)
+	return a.Unmap()
 }

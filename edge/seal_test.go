@@ -20,6 +20,7 @@ import (
 
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/edge/config"
+	"github.com/maatproxy/maat/edge/internal/secret"
 	"github.com/maatproxy/maat/internal/testredis"
 	"github.com/maatproxy/maat/store"
 )
@@ -126,8 +127,8 @@ func TestStoreSealedInRedis(t *testing.T) {
 		}
 	}
 
-	secret := writeSecret(t)
-	a := startSealNode(t, "a", srv.URL(), secret)
+	secretFile := writeSecret(t)
+	a := startSealNode(t, "a", srv.URL(), secretFile)
 	if !bytes.Equal(a.certs.RootPEM(), old.RootPEM()) {
 		t.Error("node a does not serve the CA an older version left in Redis")
 	}
@@ -139,7 +140,7 @@ func TestStoreSealedInRedis(t *testing.T) {
 	if m, ok := a.loggedKey("store_value_refused", redisTicketKeys); !ok || !strings.Contains(m["error"].(string), "without a seal") {
 		t.Errorf("node a did not refuse the plain ticket keys (%v):\n%s", m, a.log)
 	}
-	sealer, err := store.NewSealer(derive(mustRead(t, secret), sealPurpose))
+	sealer, err := store.NewSealer(secret.Derive(mustRead(t, secretFile), sealPurpose))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func TestStoreSealedInRedis(t *testing.T) {
 	checkRedisSealed(t, rdb, append(set.Keys, planted))
 
 	// Node b, with the same secret, shares the CA and the ticket keys.
-	b := startSealNode(t, "b", srv.URL(), secret)
+	b := startSealNode(t, "b", srv.URL(), secretFile)
 	if !bytes.Equal(b.certs.RootPEM(), old.RootPEM()) {
 		t.Error("node b, with the same secret, does not serve the shared CA")
 	}

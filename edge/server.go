@@ -19,8 +19,12 @@ import (
 
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/edge/config"
+	"github.com/maatproxy/maat/edge/internal/basicauth"
+	"github.com/maatproxy/maat/edge/internal/drain"
 	"github.com/maatproxy/maat/edge/internal/park"
+	"github.com/maatproxy/maat/edge/internal/secret"
 	"github.com/maatproxy/maat/edge/internal/spill"
+	"github.com/maatproxy/maat/forwarded"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/policy"
@@ -69,21 +73,21 @@ type Server struct {
 	started  atomic.Bool
 	stopping atomic.Bool
 
-	requests *requestGate // the requests being served, hijacked ones included
+	requests *drain.Gate // the requests being served, hijacked ones included
 
-	conns1  *clientCounter // TCP connections per client (limits.conns_per_client)
-	trusted trustedProxies // exempt from conns1
-	quicHS  atomic.Int64   // QUIC handshakes in progress
-	seen    *seenAddrs     // addresses that completed a handshake lately
-	park    *park.Parker   // parks idle HTTP/1 connections
+	conns1  *clientCounter    // TCP connections per client (limits.conns_per_client)
+	trusted forwarded.Proxies // exempt from conns1
+	quicHS  atomic.Int64      // QUIC handshakes in progress
+	seen    *seenAddrs        // addresses that completed a handshake lately
+	park    *park.Parker      // parks idle HTTP/1 connections
 	quicTr  *quic.Transport
 
 	mu           sync.Mutex // guards the fields below
 	listeners    []net.Listener
 	udp          net.PacketConn
-	conns        map[net.Conn]struct{} // TCP connections in their handshake, HTTP/2 or parked
-	tunnels      map[*tunnel]struct{}  // websockets: connections hijacked from net/http
-	connWG       sync.WaitGroup        // Add only under mu while !shuttingDown
+	conns        map[net.Conn]struct{}      // TCP connections in their handshake, HTTP/2 or parked
+	tunnels      map[*drain.Tunnel]struct{} // websockets: connections hijacked from net/http
+	connWG       sync.WaitGroup             // Add only under mu while !shuttingDown
 	shuttingDown bool
 	tunnelsCut   bool // the drain is over: a tunnel is closed as it comes
 }
@@ -111,7 +115,7 @@ func newServer(cfg config.Config, log *slog.Logger, hooks testHooks) (_ *Server,
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{log: log, base: cfg, group: newGroup(), conns: map[net.Conn]struct{}{},
-		tunnels: map[*tunnel]struct{}{}, requests: newRequestGate()}
+		tunnels: map[*drain.Tunnel]struct{}{}, requests: drain.NewGate()}
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	s.hsCtx, s.hsCancel = context.WithCancel(s.bg)
 	var undo []func()
@@ -151,7 +155,7 @@ func newServer(cfg config.Config, log *slog.Logger, hooks testHooks) (_ *Server,
 	undo = append(undo, s.env.access.close)
 	s.env.ids = newRequestIDs()
 	s.env.inflight = newClientCounter(cfg.Limits.RequestsPerClient)
-	s.env.bcrypt = newBcryptSlots()
+	s.env.bcrypt = basicauth.NewSlots()
 	s.env.spill = spill.NewBudget(max(cfg.Limits.SpillTotal, 0))
 	s.conns1 = newClientCounter(cfg.Limits.ConnsPerClient)
 	s.seen = newSeenAddrs()
@@ -491,7 +495,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	for t := range s.tunnels {
-		t.goingAway() // does not block: the tunnel's copy does the rest
+		t.GoingAway() // does not block: the tunnel's copy does the rest
 	}
 	s.mu.Unlock()
 	s.hsCancel()
@@ -550,11 +554,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.park.Close() // every parked connection is done: connWG counts them
 	// A request cut with its connection ends now (its context is
 	// canceled) and writes its log lines; none starts any more.
-	s.requests.shut()
+	s.requests.Shut()
 	gctx, cancel := context.WithTimeout(context.Background(), requestGrace)
-	if err := s.requests.wait(gctx); err != nil {
+	if err := s.requests.Wait(gctx); err != nil {
 		errs = append(errs, fmt.Errorf("edge: %d requests still running after their connections closed; their log lines are lost: %w",
-			s.requests.inFlight(), err))
+			s.requests.InFlight(), err))
 	}
 	cancel()
 	s.bgCancel()
@@ -580,8 +584,8 @@ const requestGrace = 5 * time.Second
 
 // waitRequests waits until no request is being served or ctx ends.
 func (s *Server) waitRequests(ctx context.Context) error {
-	if err := s.requests.wait(ctx); err != nil {
-		return fmt.Errorf("edge: %d requests still running after the drain: %w", s.requests.inFlight(), err)
+	if err := s.requests.Wait(ctx); err != nil {
+		return fmt.Errorf("edge: %d requests still running after the drain: %w", s.requests.InFlight(), err)
 	}
 	return nil
 }
@@ -639,26 +643,29 @@ func (s *Server) Serve(ctx context.Context) error {
 //
 // Every request is counted until its handler returns (Shutdown waits for
 // the count), and a websocket's connection, hijacked from net/http, is
-// tracked as a tunnel (upgradeWriter).
+// tracked as a tunnel (drain.UpgradeWriter).
 func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
-	if !s.requests.enter() {
+	if !s.requests.Enter() {
 		return
 	}
-	defer s.requests.leave()
+	defer s.requests.Leave()
 	if s.altSvc != "" {
 		w.Header()["Alt-Svc"] = []string{s.altSvc}
 	}
 	if r.ProtoMajor == 1 && r.Header["Upgrade"] != nil {
-		uw := &upgradeWriter{ResponseWriter: w, s: s}
-		defer uw.done()
+		uw := drain.NewUpgradeWriter(w, (*tunnelTracker)(s))
+		defer uw.Done()
 		w = uw
 	}
 	s.handler.Load().ServeHTTP(w, r)
 }
 
-// trackTunnel adds a hijacked connection to those Shutdown tells to go
-// away and closes; one hijacked once Shutdown has begun goes away at once.
-func (s *Server) trackTunnel(t *tunnel) {
+// tunnelTracker is the Server as the drain.Tracker of its websockets.
+type tunnelTracker Server
+
+// Track adds a hijacked connection to those Shutdown tells to go away and
+// closes; one hijacked once Shutdown has begun goes away at once.
+func (s *tunnelTracker) Track(t *drain.Tunnel) {
 	s.mu.Lock()
 	s.tunnels[t] = struct{}{}
 	late, cut := s.shuttingDown, s.tunnelsCut
@@ -667,18 +674,19 @@ func (s *Server) trackTunnel(t *tunnel) {
 	case cut: // the drain is over: Shutdown closed the others already
 		_ = t.Close()
 	case late:
-		t.goingAway()
+		t.GoingAway()
 	}
 }
 
-func (s *Server) untrackTunnel(t *tunnel) {
+// Untrack forgets a tunnel whose request's handler returned.
+func (s *tunnelTracker) Untrack(t *drain.Tunnel) {
 	s.mu.Lock()
 	delete(s.tunnels, t)
 	s.mu.Unlock()
 }
 
 // newFPLog opens the fingerprint log, or returns nil when it is off.
-func newFPLog(cfg *config.Config, secret []byte) (*fplog.Writer, error) {
+func newFPLog(cfg *config.Config, sec []byte) (*fplog.Writer, error) {
 	if cfg.Log.Fingerprints == "" {
 		return nil, nil
 	}
@@ -690,7 +698,7 @@ func newFPLog(cfg *config.Config, secret []byte) (*fplog.Writer, error) {
 		MaxSizeMB:   cfg.Log.MaxSizeMB,
 		MaxFiles:    cfg.Log.MaxFiles,
 		ClientIP:    cfg.Log.ClientIP,
-		HashKey:     derive(secret, "maat fplog client_ip"),
+		HashKey:     secret.Derive(sec, "maat fplog client_ip"),
 		SampleAllow: cfg.Log.SampleAllow,
 	})
 	if err != nil {

@@ -88,10 +88,10 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 
 // serveH3 is the handler for HTTP/3.
 func (s *Server) serveH3(w http.ResponseWriter, r *http.Request) {
-	if !s.requests.enter() {
+	if !s.requests.Enter() {
 		return
 	}
-	defer s.requests.leave()
+	defer s.requests.Leave()
 	s.handler.Load().ServeHTTP(w, r)
 }
 

@@ -97,7 +97,7 @@ func (s *Server) acceptTLS(ln net.Listener) {
 func (s *Server) handleTLS(c net.Conn) (serve func()) {
 	limitUnsent(c)
 	peer := addrOf(c.RemoteAddr())
-	if !s.trusted.contains(peer) {
+	if !s.trusted.Contains(peer) {
 		if !s.conns1.acquire(peer) {
 			s.metrics.limited.WithLabelValues("conns_per_client").Inc()
 			_ = c.Close()

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/maatproxy/maat/edge/config"
+	"github.com/maatproxy/maat/edge/internal/basicauth"
 	"github.com/maatproxy/maat/edge/internal/upstream"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/static"
@@ -38,7 +39,7 @@ type route struct {
 	fold    bool   // the prefix matches in any case (match_case: false)
 	pool    *upstream.Pool
 	static  *static.Handler // nil: the pool's upstream
-	auth    *basicAuth
+	auth    *basicauth.Auth
 	reqOps  []headerOps // the site's rules, then the route's
 	respOps []headerOps
 }
@@ -182,4 +183,12 @@ func (s *site) slashRoute(model string) *route {
 		}
 	}
 	return nil
+}
+
+// newBasicAuth compiles a route's basic_auth; nil when it has none.
+func newBasicAuth(a *config.BasicAuth) *basicauth.Auth {
+	if a == nil {
+		return nil
+	}
+	return basicauth.New(a.Realm, a.Users)
 }

@@ -3,21 +3,18 @@ package edge
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io/fs"
+	"github.com/maatproxy/maat/edge/config"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/maatproxy/maat/challenge"
-	"github.com/maatproxy/maat/edge/config"
+	"github.com/maatproxy/maat/edge/internal/secret"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/locales"
 	"github.com/maatproxy/maat/policy"
@@ -100,9 +97,9 @@ const sealPurpose = "store-seal v1"
 // serves its local copy or orders the name again, makes new ticket keys, or
 // a new account. Values written before sealing (PEM: certificates, keys,
 // the local CA) are read once and written back sealed (writtenBeforeSealing).
-func sealCertStore(st store.Store, secret []byte, log *slog.Logger) (*store.Sealed, error) {
+func sealCertStore(st store.Store, sec []byte, log *slog.Logger) (*store.Sealed, error) {
 	s, err := store.NewSealed(st, store.SealConfig{
-		Key:   derive(secret, sealPurpose),
+		Key:   secret.Derive(sec, sealPurpose),
 		Plain: writtenBeforeSealing,
 		OnError: func(key string, err error) {
 			log.LogAttrs(context.Background(), slog.LevelError, "store_value_refused", slog.String("key", key),
@@ -180,8 +177,8 @@ func loadSecret(cfg *config.Config, log *slog.Logger) ([]byte, error) {
 			slog.String("effect", perProcessEffect(cfg, "pass cookies and hashed client addresses change at every restart")))
 		return randomBytes(32), nil
 	}
-	b, err := readOrMakeSecret(path)
-	var short *shortSecretError
+	b, err := secret.ReadOrMake(path)
+	var short *secret.ShortError
 	switch {
 	case err == nil:
 		if !explicit && cfg.Store.Kind == "redis" {
@@ -214,68 +211,10 @@ func secretKey(explicit bool) string {
 	return "tls.cache"
 }
 
-// shortSecretError is a secret file too short to key anything.
-type shortSecretError struct {
-	path string
-	n    int
-}
-
-func (e *shortSecretError) Error() string {
-	return fmt.Sprintf("secret file %s holds %d bytes, want at least %d (delete it to have a new one made)", e.path, e.n, challenge.MinSecretLen)
-}
-
-// readOrMakeSecret reads the secret at path, or makes it (32 random bytes,
-// mode 0600, its directory 0700 if missing). Of nodes or processes racing
-// to make it, one wins and the others read its secret.
-func readOrMakeSecret(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		if len(b) < challenge.MinSecretLen {
-			return nil, &shortSecretError{path: path, n: len(b)}
-		}
-		return b, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("secret file: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("secret file: %w", err)
-	}
-	// Written whole under another name, then linked into place: a reader
-	// never sees a partial secret, and Link fails if another was first.
-	f, err := os.CreateTemp(filepath.Dir(path), ".secret-*")
-	if err != nil {
-		return nil, fmt.Errorf("secret file: %w", err)
-	}
-	defer os.Remove(f.Name())
-	b = randomBytes(32)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("secret file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("secret file: %w", err)
-	}
-	if err := os.Link(f.Name(), path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return readOrMakeSecret(path)
-		}
-		return nil, fmt.Errorf("secret file: %w", err)
-	}
-	return b, nil
-}
-
 func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return b
-}
-
-// derive returns a key for one purpose from the shared secret.
-func derive(secret []byte, purpose string) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(purpose))
-	return m.Sum(nil)
 }
 
 // loadPolicy reads the configured policy, or the built-in default.

@@ -1,23 +1,14 @@
-package edge
+package forwarded
 
 import (
 	"net/netip"
 	"testing"
-
-	"github.com/maatproxy/maat/edge/config"
 )
 
-func TestClientAddr(t *testing.T) {
+func TestClient(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.Parse("c", []byte("trusted_proxies: [10.0.0.0/8]\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tp trustedProxies
-	for _, p := range cfg.TrustedProxies {
-		tp = append(tp, netipPrefix(p))
-	}
-	unknown, obf := hiddenClient("unknown").String(), hiddenClient("_hidden").String()
+	tp := Proxies{netip.MustParsePrefix("10.0.0.0/8")}
+	unknown, obf := Hidden("unknown").String(), Hidden("_hidden").String()
 	for _, tt := range []struct {
 		peer string
 		xff  []string
@@ -50,15 +41,15 @@ func TestClientAddr(t *testing.T) {
 		{"10.0.0.1", []string{"_a/b"}, ""},                              // not an identifier
 		{"10.0.0.1", []string{"1.2.3.4 5.6.7.8"}, ""},                   // no comma
 	} {
-		got, ok := tp.clientAddr(peerAddr(tt.peer+":1"), tt.xff)
+		got, ok := tp.Client(netip.MustParseAddr(tt.peer), tt.xff)
 		switch {
 		case tt.want == "" && ok:
-			t.Errorf("clientAddr(%s, %q) = %s, want it refused", tt.peer, tt.xff, got)
+			t.Errorf("Client(%s, %q) = %s, want it refused", tt.peer, tt.xff, got)
 		case tt.want != "" && (!ok || got.String() != tt.want):
-			t.Errorf("clientAddr(%s, %q) = %s, %t, want %s", tt.peer, tt.xff, got, ok, tt.want)
+			t.Errorf("Client(%s, %q) = %s, %t, want %s", tt.peer, tt.xff, got, ok, tt.want)
 		}
 	}
-	if unknown == obf || !netip.MustParsePrefix("100::/64").Contains(hiddenClient("x")) {
+	if unknown == obf || !netip.MustParsePrefix("100::/64").Contains(Hidden("x")) {
 		t.Errorf("hidden clients %s and %s: want distinct addresses in 100::/64", unknown, obf)
 	}
 }

@@ -1,10 +1,13 @@
-package edge
+// Package forwardedfuzz holds the fuzz target of package forwarded.
+package forwardedfuzz
 
 import (
 	"net/netip"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/maatproxy/maat/forwarded"
 )
 
 // FuzzClientAddr: whatever a trusted proxy's X-Forwarded-For holds, the
@@ -15,22 +18,22 @@ func FuzzClientAddr(f *testing.F) {
 		"unknown", "_hidden", "garbage, 10.0.0.2", "1.2.3.4, , 10.0.0.9", "", ",", "[", "[]:1", "_"} {
 		f.Add(s)
 	}
-	tp := trustedProxies{netip.MustParsePrefix("10.0.0.0/8")}
+	tp := forwarded.Proxies{netip.MustParsePrefix("10.0.0.0/8")}
 	peer := netip.MustParseAddr("10.0.0.1")
 	f.Fuzz(func(t *testing.T, xff string) {
-		got, ok := tp.clientAddr(peer, []string{xff})
+		got, ok := tp.Client(peer, []string{xff})
 		if !ok {
 			return
 		}
 		if !got.IsValid() || got.Zone() != "" || got.Is4In6() {
-			t.Fatalf("clientAddr(%q) = %v", xff, got)
+			t.Fatalf("Client(%q) = %v", xff, got)
 		}
 		empty := strings.TrimFunc(xff, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) == ""
 		if got == peer && !empty && !strings.Contains(xff, "10.0.0.1") {
-			t.Fatalf("clientAddr(%q): the proxy taken for the client", xff)
+			t.Fatalf("Client(%q): the proxy taken for the client", xff)
 		}
-		if a, err := netip.ParseAddr(strings.TrimSpace(xff)); err == nil && a.Zone() == "" && !tp.contains(a.Unmap()) && got != a.Unmap() {
-			t.Fatalf("clientAddr(%q) = %v, want %v", xff, got, a.Unmap())
+		if a, err := netip.ParseAddr(strings.TrimSpace(xff)); err == nil && a.Zone() == "" && !tp.Contains(a.Unmap()) && got != a.Unmap() {
+			t.Fatalf("Client(%q) = %v, want %v", xff, got, a.Unmap())
 		}
 	})
 }
