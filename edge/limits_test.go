@@ -716,13 +716,13 @@ func TestSlowReadersFreeTheUpstream(t *testing.T) {
 	if !waitFor(t, 10*time.Second, func() bool { return inflight.Load() == 0 && maxInflight.Load() > 0 }) {
 		t.Fatalf("the upstream still answers %d slow readers", inflight.Load())
 	}
+	// Were the two slots still held by the slow readers (who never read
+	// for write_timeout, 30s), the honest request would wait its
+	// upstream_queue (5s) and get a 503: its 200 says the slots are free,
+	// whatever the machine's load.
 	h := e.client(t, "h2")
-	start := time.Now()
 	if res, body := get(t, h, e.url("/small"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 || body != "small" {
 		t.Errorf("honest request: %d %q", res.StatusCode, body)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("the honest request waited %v", d)
 	}
 	// A slow reader at last reads: the whole answer, intact.
 	res, err := http.ReadResponse(bufioReader(slow[0]), nil)
