@@ -44,8 +44,8 @@
 // own (not at all where a socket cannot be peeked at). When it is, the
 // Parker reads the first byte through TLS and gives the connection back
 // to the Host (Host.Resume), that byte first; a close_notify alert or a
-// bare FIN ends it there, and a wake without a whole record parks it
-// again.
+// bare FIN ends it there, and a wake without a whole record by After (and
+// at least 100 ms, whatever After: TestParkTinyAfter) parks it again.
 //
 // HTTP/2 connections are not parked: x/net's HTTP/2 server, which serves
 // them, has no supported way to let go of a connection and take it up

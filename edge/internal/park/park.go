@@ -16,9 +16,8 @@ type Options struct {
 	// After is how long net/http waits for an idle connection's next
 	// request before the connection is parked (limits.park_after). If
 	// zero or negative, nothing is parked, as with Disabled. A wake waits
-	// as long for the first byte's TLS record, and parks again if it is
-	// not whole: an After shorter than a read takes to begin (a
-	// nanosecond) wakes no connection, ever.
+	// as long (100 ms at least: minWake) for the first byte's TLS record,
+	// and parks again if it is not whole.
 	After time.Duration
 
 	// Disabled turns parking off, whatever After says: Wrap returns each
@@ -237,7 +236,9 @@ func (pk *Parker) register(p *parkedConn) bool {
 func (pk *Parker) wake(hc *httpfp.Conn, deadline time.Time) (again bool) {
 	limit, idle := deadline, true
 	if after := pk.after(); after > 0 {
-		if p := time.Now().Add(after); deadline.IsZero() || p.Before(deadline) {
+		// At least minWake: with a shorter wait a read may not even
+		// begin, and a connection would park and wake for ever.
+		if p := time.Now().Add(max(after, minWake)); deadline.IsZero() || p.Before(deadline) {
 			limit, idle = p, false
 		}
 	}
@@ -262,6 +263,12 @@ func (pk *Parker) wake(hc *httpfp.Conn, deadline time.Time) (again bool) {
 	_ = hc.Close()
 	return false
 }
+
+// minWake is the least a woken connection waits for its first byte's TLS
+// record, whatever Options.After: a record is whole within microseconds
+// once its first bytes came; a wait shorter than a read takes to begin
+// (TestParkTinyAfter's nanosecond) would never let one through.
+const minWake = 100 * time.Millisecond
 
 var (
 	errShutdown    = errors.New("park: shutting down")

@@ -470,3 +470,21 @@ func wait(t *testing.T, ch <-chan struct{}, what string) {
 		t.Fatalf("no sign of %s in 20s", what)
 	}
 }
+
+// TestParkTinyAfter: with Options.After shorter than a read takes to
+// begin (a nanosecond), a parked connection still wakes and is answered:
+// the wake waits minWake for the first byte's record, not After.
+func TestParkTinyAfter(t *testing.T) {
+	t.Parallel()
+	bothWaits(t, func(t *testing.T, noPoll bool) {
+		s := newServer(t, serverOpts{after: time.Nanosecond, noPoll: noPoll})
+		c, br := s.parked(t)
+		for i := range 3 {
+			fmt.Fprintf(c, get, fmt.Sprint("n", i))
+			if code, body := answer(t, br); code != 200 || body != fmt.Sprintf(`GET /n%d "" fp=true`, i) {
+				t.Fatalf("request %d after parking: %d %q", i, code, body)
+			}
+			s.waitParked(t, 1)
+		}
+	})
+}
