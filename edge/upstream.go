@@ -2,10 +2,7 @@ package edge
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
 	"net"
-	"os"
 
 	"github.com/maatproxy/maat/edge/config"
 )
@@ -26,7 +23,7 @@ func upstreamTLSConfigs(cfg *config.Config) (map[string]*tls.Config, error) {
 				c.ServerName = ut.ServerName
 			}
 			if ut.CAFile != "" {
-				roots, err := loadRoots(ut.CAFile)
+				roots, err := config.LoadRoots(ut.CAFile)
 				if err != nil {
 					return err
 				}
@@ -53,17 +50,4 @@ func upstreamTLSConfigs(cfg *config.Config) (map[string]*tls.Config, error) {
 		}
 	}
 	return out, nil
-}
-
-// loadRoots reads a PEM file of CA certificates.
-func loadRoots(path string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("edge: upstream_tls.ca_file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("edge: upstream_tls.ca_file %s holds no PEM certificate", path)
-	}
-	return pool, nil
 }

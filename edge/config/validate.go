@@ -246,7 +246,7 @@ func (c *Config) validateUpstreamTLS(p *problems) {
 	seen := map[string]UpstreamTLS{}
 	check := func(key string, us Upstreams, ut UpstreamTLS) {
 		if ut.CAFile != "" {
-			if _, err := loadRoots(ut.CAFile); err != nil {
+			if _, err := LoadRoots(ut.CAFile); err != nil {
 				p.add(key+".upstream_tls.ca_file", "%v", err)
 			}
 		}
@@ -425,10 +425,10 @@ func NormalizeHost(h string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
 }
 
-// loadRoots reads a PEM file of CA certificates, as the edge does when it
-// builds the upstream's TLS configuration (edge/upstream.go's loadRoots,
-// whose errors these are too).
-func loadRoots(path string) (*x509.CertPool, error) {
+// LoadRoots reads upstream_tls.ca_file, a PEM file of CA certificates:
+// Validate checks it with this, and the edge builds the upstream's TLS
+// configuration from its pool.
+func LoadRoots(path string) (*x509.CertPool, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("edge: upstream_tls.ca_file: %w", err)
