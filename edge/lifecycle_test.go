@@ -18,35 +18,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// wsFrame builds a websocket frame: FIN, opcode op, the payload, masked
-// with key when key is not nil (a client's frame).
-func wsFrame(op byte, payload []byte, key []byte) []byte {
-	b := []byte{0x80 | op}
-	m := byte(0)
-	if key != nil {
-		m = 0x80
-	}
-	switch n := len(payload); {
-	case n < 126:
-		b = append(b, m|byte(n))
-	case n <= 0xffff:
-		b = append(b, m|126)
-		b = binary.BigEndian.AppendUint16(b, uint16(n))
-	default:
-		b = append(b, m|127)
-		b = binary.BigEndian.AppendUint64(b, uint64(n))
-	}
-	if key == nil {
-		return append(b, payload...)
-	}
-	b = append(b, key...)
-	for i, c := range payload {
-		b = append(b, c^key[i%4])
-	}
-	return b
-}
+	"github.com/maatproxy/maat/internal/testnet"
+)
 
 // readWSFrame reads one frame and returns its opcode and unmasked payload.
 func readWSFrame(r io.Reader) (op byte, masked bool, payload []byte, err error) {
@@ -234,15 +208,15 @@ func TestShutdownClosesWebsocket(t *testing.T) {
 
 	// A frame each way, whole; then half a frame each way.
 	key := []byte{9, 8, 7, 6}
-	toUp := wsFrame(0x1, bytes.Repeat([]byte("c"), 300), key)
-	toClient := wsFrame(0x2, bytes.Repeat([]byte("u"), 70000), nil)
-	if _, err := client.Write(wsFrame(0x1, []byte("hi"), key)); err != nil {
+	toUp := testnet.WSFrame(0x1, bytes.Repeat([]byte("c"), 300), key)
+	toClient := testnet.WSFrame(0x2, bytes.Repeat([]byte("u"), 70000), nil)
+	if _, err := client.Write(testnet.WSFrame(0x1, []byte("hi"), key)); err != nil {
 		t.Fatal(err)
 	}
 	if op, _, p, err := readWSFrame(up); err != nil || op != 0x1 || string(p) != "hi" {
 		t.Fatalf("upstream read %x %q %v", op, p, err)
 	}
-	if _, err := up.Write(wsFrame(0x1, []byte("hello"), nil)); err != nil {
+	if _, err := up.Write(testnet.WSFrame(0x1, []byte("hello"), nil)); err != nil {
 		t.Fatal(err)
 	}
 	if op, _, p, err := readWSFrame(client); err != nil || op != 0x1 || string(p) != "hello" {
@@ -385,7 +359,7 @@ func TestShutdownCutsStalledWebsocket(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the upstream saw no websocket")
 	}
-	frame := wsFrame(0x1, bytes.Repeat([]byte("s"), 1000), []byte{1, 2, 3, 4})
+	frame := testnet.WSFrame(0x1, bytes.Repeat([]byte("s"), 1000), []byte{1, 2, 3, 4})
 	if _, err := client.Write(frame[:500]); err != nil {
 		t.Fatal(err)
 	}
