@@ -3,7 +3,6 @@ package edge
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/internal/testenv"
+	"golang.org/x/net/http2"
 )
 
 // h2specKnown are the h2spec cases that x/net's HTTP/2 server fails by
@@ -57,7 +57,7 @@ const h2specTimeout = "3"
 // RFC 7540/9113 and RFC 7541 HPACK), against an edge over TLS on loopback,
 // and against a plain x/net http2.Server beside it: a case the edge fails
 // is ours unless the plain server fails it too and h2specKnown names its
-// upstream issue. The edge's HTTP/2 path is net/http's server behind the
+// upstream issue. The edge's HTTP/2 path is x/net's server behind the
 // httpfp frame tap, the limits and the handler, so this is the check that
 // the tap and what follows it keep the server conformant.
 //
@@ -172,11 +172,13 @@ func plainH2Server(t *testing.T) string {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(h2specAnswer))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the connection errors h2spec provokes on purpose
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetHTTP2(true)
-	srv.EnableHTTP2 = true
-	srv.TLS = &tls.Config{NextProtos: []string{"h2", "http/1.1"}}
+	// x/net's server, as the edge's (server.go says why it is not Go
+	// 1.26's net/http one).
+	//lint:ignore SA1019 the same server as the edge's on purpose
+	if err := http2.ConfigureServer(srv.Config, &http2.Server{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.TLS = srv.Config.TLSConfig
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().String()
