@@ -5,7 +5,7 @@ import (
 	"cmp"
 	"crypto/rand"
 	_ "embed"
-	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -178,7 +178,7 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func nonce() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return base64.RawStdEncoding.EncodeToString(b[:])
+	return hex.EncodeToString(b[:]) // base64-value characters html/template never escapes
 }
 
 // fill computes the totals, plots and tables of snap.
@@ -286,16 +286,20 @@ func newPlot(id, title, desc string, max uint64) plot {
 	return p
 }
 
-// y is the SVG y of value n.
+// y is the SVG y of value n; any n above zero is above the axis.
 func (p *plot) y(n uint64) int {
-	return plotBottom - int(n*uint64(plotBottom-plotTop)/p.Max)
+	h := int(n * uint64(plotBottom-plotTop) / p.Max)
+	if n > 0 {
+		h = max(h, 1)
+	}
+	return plotBottom - h
 }
 
-// niceMax is the scale's top for a largest value n: 1, 2 or 5 times a
-// power of ten, at least n (and at least 2, so that its half is whole).
+// niceMax is the scale's top for a largest value n: 2, 3, 4, 5, 6 or 8
+// times a power of ten, or a power of ten, at least n (and at least 2).
 func niceMax(n uint64) uint64 {
 	for m := uint64(1); ; m *= 10 {
-		for _, f := range []uint64{2, 5, 10} {
+		for _, f := range []uint64{2, 3, 4, 5, 6, 8, 10} {
 			if f*m >= n && f*m >= 2 {
 				return f * m
 			}
