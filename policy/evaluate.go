@@ -83,7 +83,7 @@ func (p *Policy) evaluate(r *Request, d *Decision, sc *scan, trace *strings.Buil
 	}
 	for i := range p.thresholds {
 		t := &p.thresholds[i]
-		if !t.match(d.Weight) {
+		if !t.match(d.Weight, r) {
 			continue
 		}
 		if trace != nil {
@@ -169,6 +169,22 @@ func (ru *rule) rateKeyFor(r *Request) string {
 	case rateByPass:
 		if r.Pass != "" {
 			return ru.rateKeyPrefix + "pass:" + r.Pass
+		}
+	case rateByCluster:
+		if r.Cluster != "" {
+			return ru.rateKeyPrefix + "cluster:" + r.Cluster
+		}
+	case rateByASN:
+		if r.ASN != 0 {
+			return ru.rateKeyPrefix + "asn:" + strconv.FormatUint(uint64(r.ASN), 10)
+		}
+	case rateByHFP:
+		if r.HFP != "" {
+			return ru.rateKeyPrefix + "hfp:" + r.HFP
+		}
+	case rateByH2FP:
+		if r.H2FP != "" {
+			return ru.rateKeyPrefix + "h2fp:" + r.H2FP
 		}
 	}
 	return ru.rateKeyPrefix + "ip:" + clientnet.Prefix(r.RemoteAddr).String()
