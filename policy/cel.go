@@ -97,6 +97,8 @@ func loadVar(r *Request, name string, up *map[string]float64) (any, bool) {
 type exprFacts struct {
 	// pressure: the expression reads pressure, storm or upstream.
 	pressure bool
+	// load: it reads load_1m, load_5m or load_15m.
+	load bool
 }
 
 // checkLoadRefs reports whether the checked expression a reads a pressure
@@ -108,6 +110,8 @@ func checkLoadRefs(a *cel.Ast) (exprFacts, error) {
 		switch ref.Name {
 		case varPressure, varStorm, varUpstream:
 			f.pressure = true
+		case "load_1m", "load_5m", "load_15m":
+			f.load = true
 		}
 	}
 	var errs []error

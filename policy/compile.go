@@ -40,6 +40,8 @@ type Policy struct {
 	// usesPressure names the rules and thresholds whose expression reads
 	// pressure, storm or upstream (UsesPressure).
 	usesPressure []string
+	// readsLoad: an expression reads load_1m, load_5m or load_15m.
+	readsLoad bool
 	diverts      []DivertTarget
 	// familyBit numbers the client families that client_family: names,
 	// so that a rule checks a request's family with one AND; famOverflow
@@ -579,6 +581,7 @@ func (p *Policy) compileExpr(r *rule, fr *fileRule, env *cel.Env) error {
 	if facts.pressure {
 		p.usesPressure = append(p.usesPressure, fmt.Sprintf("%s: rule %q", fr.src, fr.Name))
 	}
+	p.readsLoad = p.readsLoad || facts.load
 	seen := map[string]bool{}
 	for _, ref := range a.NativeRep().ReferenceMap() {
 		seen[ref.Name] = true

@@ -266,6 +266,15 @@ func (p *Policy) explainChecks(b *strings.Builder, r *Request, ran Checks) {
 	default:
 		fmt.Fprintf(b, "check crawler verification: ran: %s could not be verified (no published ranges or DNS names, or DNS failed for now)\n", name)
 	}
+	if p.UsesPressure() || p.readsLoad {
+		u := &r.Upstream
+		storm := "off"
+		if r.Storm {
+			storm = "on"
+		}
+		fmt.Fprintf(b, "check site load: as given: pressure %.2f, storm %s; upstream %d/%d in use, %d queued (wait %.0f ms), p50 %.0f ms, p95 %.0f ms; load average %.2f %.2f %.2f\n",
+			r.Pressure, storm, u.InUse, u.Capacity, u.Queue, u.QueueWaitMs, u.P50Ms, u.P95Ms, r.Load[0], r.Load[1], r.Load[2])
+	}
 	var dbs []string
 	if !p.geo.ASN {
 		dbs = append(dbs, "geo.asn_db")

@@ -365,3 +365,67 @@ func TestRateKeys(t *testing.T) {
 		t.Errorf("unknown key: %v, want %q", err, want)
 	}
 }
+
+// TestDefaultChallengeUnderPressure: the default policy's calm-browser
+// line, uncommented, lets an honest browser pass on a calm day and
+// challenges it in a storm; a browser that fired a signal is challenged
+// either way, and a client that lied is never offered the wait.
+func TestDefaultChallengeUnderPressure(t *testing.T) {
+	t.Parallel()
+	const line = `  # - { name: calm-browser, expression: "weight < 20 && !storm", action: ALLOW }`
+	src := string(DefaultPolicyYAML())
+	if !strings.Contains(src, line) {
+		t.Fatal("the default policy has no calm-browser line")
+	}
+	if d := mustDefault(t).Evaluate(chromeRequest()); d.Action != CHALLENGE || d.Rule != "browser" {
+		t.Fatalf("default policy, calm: %s %q, want the browser challenge as before", d.Action, d.Rule)
+	}
+	p, err := Parse(DefaultName, []byte(strings.Replace(src, line, strings.Replace(line, "# ", "", 1), 1)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.UsesPressure() {
+		t.Error("UsesPressure is false")
+	}
+	tests := []struct {
+		name  string
+		req   func() *Request
+		storm bool
+		want  Action
+		rule  string
+	}{
+		{"honest chrome, calm", chromeRequest, false, ALLOW, "calm-browser"},
+		{"honest chrome, storm", chromeRequest, true, CHALLENGE, "browser"},
+		{"curl with a Chrome UA, calm", func() *Request { return curlRequest(uaChrome) }, false, CHALLENGE, "suspicion"},
+		{"curl own UA, storm", func() *Request { return curlRequest("curl/8.5.0") }, true, ALLOW, "curl"},
+	}
+	for _, tt := range tests {
+		r := tt.req()
+		r.Storm = tt.storm
+		if d := p.Evaluate(r); d.Action != tt.want || d.Rule != tt.rule {
+			t.Errorf("%s: %s %q (weight %d), want %s %q", tt.name, d.Action, d.Rule, d.Weight, tt.want, tt.rule)
+		}
+	}
+	if calm, storm := p.WaitMaxWeightFor(&Request{}), p.WaitMaxWeightFor(&Request{Storm: true}); calm != 40 || storm != 20 {
+		t.Errorf("WaitMaxWeightFor: calm %d, storm %d; want 40 and 20, as default.yaml says", calm, storm)
+	}
+}
+
+// TestExplainSiteLoad: Explain shows the site's load it decided with when
+// the policy reads it, and nothing of it when the policy does not.
+func TestExplainSiteLoad(t *testing.T) {
+	t.Parallel()
+	r := chromeRequest()
+	r.Pressure, r.Storm = 0.625, true
+	r.Upstream = UpstreamLoad{InUse: 8, Capacity: 8, Queue: 24, QueueWaitMs: 120, P50Ms: 80, P95Ms: 900}
+	r.Load = [3]float64{1.2, 0.8, 0.5}
+	const want = "check site load: as given: pressure 0.62, storm on; upstream 8/8 in use, 24 queued (wait 120 ms), p50 80 ms, p95 900 ms; load average 1.20 0.80 0.50\n"
+	for _, src := range []string{"bots: [{name: r, action: DENY, expression: 'storm'}]", "bots: [{name: r, action: WEIGH, expression: 'load_5m > 4.0'}]"} {
+		if got := mustParse(t, src).Explain(r); !strings.Contains(got, want) {
+			t.Errorf("%s: Explain:\n%s\nwant the line %q", src, got, want)
+		}
+	}
+	if got := mustDefault(t).Explain(r); strings.Contains(got, "site load") {
+		t.Errorf("default policy: Explain shows the site's load:\n%s", got)
+	}
+}

@@ -69,6 +69,7 @@ func (p *Policy) compileThreshold(ft *fileThreshold, env *cel.Env) (threshold, e
 		if facts.pressure {
 			p.usesPressure = append(p.usesPressure, fmt.Sprintf("%s: threshold %q", ft.src, ft.Name))
 		}
+		p.readsLoad = p.readsLoad || facts.load
 		if pred, ok := reduceWeight(a.NativeRep().Expr()); ok {
 			t.pred = pred
 		} else {
