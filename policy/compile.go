@@ -42,7 +42,7 @@ type Policy struct {
 	usesPressure []string
 	// readsLoad: an expression reads load_1m, load_5m or load_15m.
 	readsLoad bool
-	diverts      []DivertTarget
+	diverts   []DivertTarget
 	// familyBit numbers the client families that client_family: names,
 	// so that a rule checks a request's family with one AND; famOverflow
 	// is set when more than 64 distinct names leave some without a bit.
