@@ -5,7 +5,7 @@ PKGS    ?= ./...
 SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl haproxy:haproxy nginx:nginx \
            wget:wget python3:python3 npm:npm node:nodejs \
            dpkg-deb:dpkg systemd-analyze:systemd man:man-db shellcheck:shellcheck \
-           zsh:zsh update-ca-certificates:ca-certificates script:bsdutils firefox-esr:firefox-esr
+           zsh:zsh fish:fish update-ca-certificates:ca-certificates script:bsdutils firefox-esr:firefox-esr
 # Packages without a command: fonts for the screenshots of the challenge page.
 SYSPKGS := fonts-noto-cjk
 
@@ -34,6 +34,9 @@ deb:
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags='-s -w' -o $(DEBDIR)/edge ./cmd/edge
 	$(GO) run ./dist/man -edge $(DEBDIR)/edge -o $(DEBDIR)/edge.1.gz
 	CGO_ENABLED=0 $(GO) run ./dist/notices -o $(DEBDIR)/copyright ./cmd/edge
+	$(DEBDIR)/edge completion bash > $(DEBDIR)/edge.bash
+	$(DEBDIR)/edge completion zsh > $(DEBDIR)/_edge
+	$(DEBDIR)/edge completion fish > $(DEBDIR)/edge.fish
 	VERSION='$(DEB_VERSION)' ARCH='$(DEB_ARCH)' DEBDIR='$(DEBDIR)' MAINTAINER='$(DEB_MAINTAINER)' \
 	  $(GO) tool nfpm package -f dist/nfpm.yaml -p deb -t $(DEBDIR)/
 
