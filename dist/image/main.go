@@ -93,6 +93,7 @@ func build(bin, conf, roots, version, revision, arch, out string) error {
 			// The defaults of what dist/container/edge.yaml reads.
 			"MAAT_TLS_MODE=self-signed", "MAAT_ACME_EMAIL=", "MAAT_HOST=localhost",
 			"MAAT_UPSTREAM=http://app:3000", "MAAT_STORE=memory", "MAAT_REDIS_URL=",
+			"MAAT_SECRET_FILE=/data/secret",
 		},
 		ExposedPorts: map[string]struct{}{"8443/tcp": {}, "8443/udp": {}, "8080/tcp": {}, "9100/tcp": {}},
 		Volumes:      map[string]struct{}{"/data": {}},
