@@ -42,6 +42,7 @@ type Policy struct {
 	// is set when more than 64 distinct names leave some without a bit.
 	familyBit   map[string]uint8
 	famOverflow bool
+	early       earlyPlan // for DenyConn (early.go)
 	// dnsPatterns are the constant patterns of verifyFCrDNS calls,
 	// compiled once.
 	dnsPatterns map[string]*regexp.Regexp
@@ -280,6 +281,7 @@ func compile(pf *parsed, opts Options) (*Policy, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
 	p.waitMax = waitMaxWeight(p.thresholds)
+	p.early = p.planEarly()
 	h := sha256.New()
 	for _, r := range p.rules {
 		h.Write([]byte(r.id))
