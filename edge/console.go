@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/maatproxy/maat/edge/internal/console"
 	"github.com/maatproxy/maat/edge/internal/secret"
@@ -47,34 +49,35 @@ func (s *Server) consolePage() http.Handler {
 // upstreamStats reports the upstream addresses of the Handler in use.
 type upstreamStats struct{ s *Server }
 
-// UpstreamStats is, for now, what the upstream pools tell: the slots in
-// use and the requests waiting, against limits.upstream_conns; pressure
-// is their share of the capacity.
+// UpstreamStats is, for now, what the upstream pools tell: per route,
+// the slots in use and the requests waiting against the slots of its
+// addresses; pressure is the share of the slots held and waited for. The
+// edge's own pressure signal replaces it when it is wired.
 func (u upstreamStats) UpstreamStats() []console.UpstreamRow {
 	h := u.s.handler.Load()
 	if h == nil || h.sites == nil {
 		return nil
 	}
-	capacity := h.cfg.Limits.UpstreamConns
+	now := time.Now()
 	var rows []console.UpstreamRow
-	seen := map[[2]string]bool{}
 	for _, st := range sitesOf(h.sites) {
 		for _, rt := range st.routes {
 			if rt.pool == nil || rt.static != nil {
 				continue
 			}
+			var addrs []string
 			for _, a := range rt.pool.State() {
-				k := [2]string{st.name, a.Addr}
-				if seen[k] {
-					continue // routes of a site to the same address share its slots
-				}
-				seen[k] = true
-				row := console.UpstreamRow{Site: st.name, Upstream: a.Addr, InUse: a.Busy, Capacity: capacity, Queue: a.Waiting}
-				if capacity > 0 {
-					row.Pressure = min(1, float64(a.Busy+a.Waiting)/float64(capacity))
-				}
-				rows = append(rows, row)
+				addrs = append(addrs, a.Addr)
 			}
+			ps := rt.pool.Stats(now)
+			row := console.UpstreamRow{Site: st.name, Upstream: strings.Join(addrs, " "), InUse: ps.InUse, Capacity: ps.Capacity, Queue: ps.Queue}
+			if rt.prefix != "" {
+				row.Upstream = rt.prefix + " → " + row.Upstream
+			}
+			if ps.Capacity > 0 {
+				row.Pressure = min(1, float64(ps.InUse+ps.Queue)/float64(ps.Capacity))
+			}
+			rows = append(rows, row)
 		}
 	}
 	return rows

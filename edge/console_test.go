@@ -86,7 +86,7 @@ func waitConsole(t *testing.T, e *testEdge, user, pass string, cond func(string)
 
 func TestConsolePage(t *testing.T) {
 	t.Parallel()
-	e := startConsoleEdge(t, "", "")
+	e := startConsoleEdge(t, "", "limits: {upstream_conns: 5}\n")
 	burst(t, e, 3)
 	want := func(n int) func(string) bool {
 		return func(b string) bool {
@@ -110,7 +110,7 @@ func TestConsolePage(t *testing.T) {
 			t.Errorf("the page lacks %s", s)
 		}
 	}
-	if !regexp.MustCompile(`<td>localhost</td><td>127\.0\.0\.1:[0-9]+</td><td>0 %</td><td>0</td><td>32</td><td>0</td>`).MatchString(body) {
+	if !regexp.MustCompile(`<td>localhost</td><td>127\.0\.0\.1:[0-9]+</td><td>0 %</td><td>0</td><td>5</td><td>0</td>`).MatchString(body) {
 		t.Error("the page lacks the upstream's row")
 	}
 	burst(t, e, 2)
