@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // consolePolicy allows, challenges and denies by path, so that a burst of
@@ -194,5 +196,38 @@ func TestSameSecret(t *testing.T) {
 		if got := sameSecret(tt.a, tt.b); got != tt.want {
 			t.Errorf("sameSecret(%q, %q) = %v", tt.a, tt.b, got)
 		}
+	}
+}
+
+// TestAdminAuthReload: a reload that sets listen.admin_auth guards the
+// console at once; one that removes it opens it again.
+func TestAdminAuthReload(t *testing.T) {
+	t.Parallel()
+	up := echoUpstream(t, "a")
+	site := "sites: [{hosts: [localhost], upstream: " + up.URL + "}]\n"
+	e := startEdgeListen(t, "", site, io.Discard)
+	reload := func(listen string) {
+		t.Helper()
+		cfg, err := config.Parse("test.yaml", []byte(edgeConfigText(listen, site)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, _ := adminGet(t, e, "/", "", ""); res.StatusCode != 200 {
+		t.Fatalf("without admin_auth: %d", res.StatusCode)
+	}
+	reload(`admin_auth: {user: ops, password: "correct horse battery"}`)
+	if res, _ := adminGet(t, e, "/", "", ""); res.StatusCode != 401 {
+		t.Errorf("after a reload that sets admin_auth: %d, want 401", res.StatusCode)
+	}
+	if res, _ := adminGet(t, e, "/", "ops", "correct horse battery"); res.StatusCode != 200 {
+		t.Errorf("with the credentials: %d", res.StatusCode)
+	}
+	reload("")
+	if res, _ := adminGet(t, e, "/metrics", "", ""); res.StatusCode != 200 {
+		t.Errorf("after a reload that removes admin_auth: %d, want 200", res.StatusCode)
 	}
 }
