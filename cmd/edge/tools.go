@@ -19,10 +19,15 @@ func policyCheckCommand() *command {
 of an Anubis policy that this edge does not use are warnings. The last line
 says whether Maat's own signals add weight under the policy: a signals:
 section turns them on, and an Anubis policy turns them on with one line
-under bots:, "- import: (builtin)/maat-signals.yaml".`,
-		flags: func(*flag.FlagSet) func(context.Context, stdio, []string) error {
+under bots:, "- import: (builtin)/maat-signals.yaml".
+
+With -strict (for CI), an unknown key (a section, a rule's key, a
+status_codes: key) is an error, and the exit status 1, instead of a
+warning.`,
+		flags: func(fs *flag.FlagSet) func(context.Context, stdio, []string) error {
+			strict := fs.Bool("strict", false, "unknown keys are errors, not warnings")
 			return func(_ context.Context, s stdio, args []string) error {
-				warnings, signals, err := ops.CheckPolicy(args[0])
+				warnings, signals, err := ops.CheckPolicy(args[0], *strict)
 				if err != nil {
 					return err
 				}
