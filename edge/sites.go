@@ -85,9 +85,8 @@ func newSiteTable(cfg *config.Config, access func(*config.Config, *config.Access
 		}
 		s.routes = append(s.routes, def)
 		for _, h := range sc.Hosts {
-			n := config.NormalizeHost(h)
-			if rest, ok := strings.CutPrefix(n, "*."); ok {
-				t.wildcard[rest] = s
+			if n, wild := hostKey(h); wild {
+				t.wildcard[n] = s
 			} else {
 				t.byHost[n] = s
 			}
@@ -139,6 +138,17 @@ func (t *siteTable) lookup(host string) *site {
 		return s
 	}
 	return t.fallback
+}
+
+// hostKey is the key of a configured host name in a site table: the
+// normalized name, or for a wildcard ("*.example.org") the name it covers
+// ("example.org") and wild true.
+func hostKey(h string) (key string, wild bool) {
+	n := config.NormalizeHost(h)
+	if rest, ok := strings.CutPrefix(n, "*."); ok {
+		return rest, true
+	}
+	return n, false
 }
 
 // lookupHost finds the site of the Host header host: by its name, else by

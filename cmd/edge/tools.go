@@ -47,7 +47,8 @@ func policyExplainCommand() *command {
 		doc: `Describes a request with flags, or with one line of the fingerprint log
 (-from-log LINE, or -from-log - to read it from standard input; flags given
 as well override the line's fields), and explains it with the policy of
--config FILE, of -policy FILE alone, or the built-in default.
+-config FILE (the policy of the site of -host, sites[].policy, or the
+global one), of -policy FILE alone, or the built-in default.
 
 It runs the checks the live edge runs before the policy: crawler
 verification for a User-Agent that claims a known crawler (reverse and
