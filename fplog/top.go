@@ -190,36 +190,42 @@ func (c *Counter) ReadFile(name string) error {
 	return nil
 }
 
-func (c *Counter) line(b []byte, tooLong bool) {
+func (c *Counter) line(b []byte, tooLong bool) bool {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
-		return
+		return true
 	}
 	if tooLong {
 		c.bad++
-		return
+		return true
 	}
 	r, err := ParseLine(b)
 	if err != nil {
 		c.bad++
-		return
+		return true
 	}
 	c.Add(&r)
+	return true
 }
 
 // readLines calls fn for each line of br, without its newline; a line
-// longer than MaxLineBytes is passed truncated, with tooLong set.
-func readLines(br *bufio.Reader, fn func(line []byte, tooLong bool)) error {
+// longer than MaxLineBytes is passed truncated, with tooLong set. It stops
+// early when fn returns false.
+func readLines(br *bufio.Reader, fn func(line []byte, tooLong bool) bool) error {
 	var long []byte
 	for {
 		b, err := br.ReadSlice('\n')
 		switch {
 		case err == nil:
+			more := true
 			if long != nil {
-				fn(long, len(long)+len(b)-1 > MaxLineBytes)
+				more = fn(long, len(long)+len(b)-1 > MaxLineBytes)
 				long = nil
 			} else {
-				fn(b[:len(b)-1], false)
+				more = fn(b[:len(b)-1], false)
+			}
+			if !more {
+				return nil
 			}
 		case errors.Is(err, bufio.ErrBufferFull):
 			if len(long) <= MaxLineBytes {
