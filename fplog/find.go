@@ -77,7 +77,8 @@ type Found struct {
 // Find reads files in order, as a stream (plain or gzip, one bounded line
 // at a time), and returns the first record whose request_id is id. Lines
 // that are not records are counted in Found.Bad and skipped; a file that
-// no longer exists is counted in Found.Missing. If no record has the ID,
+// no longer exists is counted in Found.Missing (a plain file is looked
+// for gzipped first: the compressor may have taken it). If no record has the ID,
 // the error wraps ErrNotFound, and Found says what was read. Any other
 // error is the reading's.
 func Find(ctx context.Context, files []string, id string) (Found, error) {
@@ -90,6 +91,12 @@ func Find(ctx context.Context, files []string, id string) (Found, error) {
 			return f, err
 		}
 		ok, err := f.findIn(name, id)
+		if errors.Is(err, fs.ErrNotExist) && !strings.HasSuffix(name, ".gz") {
+			// Compressed since it was listed: name.gz is the same file.
+			if ok, err = f.findIn(name+".gz", id); err == nil {
+				name += ".gz"
+			}
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			f.Missing++
 			continue

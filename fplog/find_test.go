@@ -132,6 +132,14 @@ func TestFind(t *testing.T) {
 			t.Errorf("Find = %+v, %v; want found after one missing file", got, err)
 		}
 	})
+	t.Run("compressed since listed", func(t *testing.T) {
+		t.Parallel()
+		plain := strings.TrimSuffix(files[2], ".gz")
+		got, err := Find(ctx, []string{plain}, "id-old-b")
+		if err != nil || got.File != files[2] || got.Missing != 0 {
+			t.Errorf("Find = %+v, %v; want found in %s", got, err, files[2])
+		}
+	})
 	t.Run("corrupt gzip", func(t *testing.T) {
 		t.Parallel()
 		bad := filepath.Join(t.TempDir(), "fp-2026-12-05T10-00-00.000.jsonl.gz")
