@@ -213,11 +213,15 @@ func fpTopCommand() *command {
 		name: "fp top", args: "FILE…", minArgs: 1, maxArgs: -1, summary: "Summarize fingerprint logs",
 		doc: `Counts the values of one field over fingerprint log files (plain or .gz;
 "-" reads standard input), the most frequent first, with the actions taken.
--by takes: ` + strings.Join(ops.FPTopFields(), ", ") + `.`,
+-by takes: ` + strings.Join(ops.FPTopFields(), ", ") + `.
+-site, -action and -since count only the records of that host, that action
+(` + strings.Join(ops.FPTopActions(), ", ") + `) and that age.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, stdio, []string) error {
 			var o ops.FPTopOptions
 			fs.StringVar(&o.By, "by", "ja4", "the field to count (see above)")
 			fs.StringVar(&o.Since, "since", "", "only records newer than this: 90m, 12h, 1d, 2w")
+			fs.StringVar(&o.Site, "site", "", "only records of this host (the request's Host, without case or port)")
+			fs.StringVar(&o.Action, "action", "", "only records of this action: ALLOW, CHALLENGE, DENY, RATE, DIVERT or PASS")
 			fs.IntVar(&o.Limit, "n", 20, "rows to show (negative: all)")
 			fs.BoolVar(&o.JSON, "json", false, "JSON for machines")
 			return func(_ context.Context, s stdio, args []string) error {

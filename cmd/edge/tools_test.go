@@ -91,6 +91,9 @@ func TestFPTop(t *testing.T) {
 		{"since 1d", "", []string{"fp", "top", "-by", "path", "-since", "1d", "-json", log}, map[string]int64{"/new": 1}},
 		{"since 4d", "", []string{"fp", "top", log, "-since", "4d", "-json", "-by", "path"}, map[string]int64{"/new": 1, "/old": 1}},
 		{"n 1 after the file", "", []string{"fp", "top", "-by", "rule", log, "-n", "1", "-json"}, map[string]int64{"a": 1}},
+		{"site", "", []string{"fp", "top", "-by", "path", "-site", "B.test", "-json", log}, map[string]int64{"/old": 1}},
+		{"action", "", []string{"fp", "top", "-by", "path", "-action", "allow", "-json", log}, map[string]int64{"/new": 1}},
+		{"site, action and since", "", []string{"fp", "top", "-by", "path", "-site", "b.test", "-action", "DENY", "-since", "1d", "-json", log}, map[string]int64{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
