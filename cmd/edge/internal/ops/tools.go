@@ -47,9 +47,9 @@ type FPTopOptions struct {
 	Site  string // a host: only its records; "" = all
 	// Action is one of FPTopActions: only records of it; "" = all.
 	Action string
-	Limit int
-	JSON  bool
-	Stdin io.Reader // read for the file "-"; nil = os.Stdin
+	Limit  int
+	JSON   bool
+	Stdin  io.Reader // read for the file "-"; nil = os.Stdin
 }
 
 // FPTopFields lists what `edge fp top -by` counts.
