@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	utls "github.com/refraction-networking/utls"
+	"golang.org/x/net/http2"
+
+	"github.com/maatproxy/maat/internal/testattack"
+)
+
+// The bots are the kinds a small forge sees in a storm (issue 35), each
+// slow and polite per address, from many addresses (127.16+.x.y, one /24
+// each), rotating to the next address after -per-addr requests on one
+// keep-alive connection, as scrapers behind residential proxies do.
+type kind int
+
+const (
+	kindCurl    kind = iota // the curl binary itself (its TLS, its HTTP/2)
+	kindPython              // "python-requests" over Go's TLS and HTTP/1.1
+	kindGo                  // Go's net/http as it comes (Go-http-client/2.0)
+	kindParrot              // utls's Chrome 133 ClientHello, Go's HTTP/2, Chrome's header fields
+	kindCrawler             // an honest crawler: says who it is (CCBot), Go's TLS
+	numKinds
+)
+
+var kindNames = [numKinds]string{"curl", "python", "go", "parrot", "crawler"}
+
+var kindTitles = [numKinds]string{
+	"curl (curl's own TLS and HTTP/2)",
+	"python-requests UA over Go's TLS (HTTP/1.1)",
+	"Go net/http (Go-http-client/2.0)",
+	"utls Chrome 133 + Go's HTTP/2, Chrome's UA",
+	"honest crawler (CCBot UA, Go's TLS)",
+}
+
+func (k kind) String() string { return kindNames[k] }
+
+// kindOf reads the kind from a path "KIND/…"; -1 if none.
+func kindOf(rest string) kind {
+	name, _, _ := strings.Cut(rest, "/")
+	for k, n := range kindNames {
+		if n == name {
+			return kind(k)
+		}
+	}
+	return -1
+}
+
+// botAddr is the address of kind k's address number j: its own /24.
+func botAddr(k kind, j, perKind int) net.IP {
+	g := int(k)*perKind + j
+	return net.IPv4(127, byte(16+g/256), byte(g%256), byte(1+g%250))
+}
+
+// botTally counts what the bots sent and were answered, per kind.
+type botTally struct {
+	sent, ok, refused, failed [numKinds]atomic.Int64
+	// sentPerSecond counts all bots' requests per second of the storm.
+	start         time.Time
+	sentPerSecond [maxSeconds]atomic.Int64
+}
+
+// add counts one request of kind k, sent at sent, and its answer.
+func (t *botTally) add(k kind, sent time.Time, status int, err error) {
+	if i := int(sent.Sub(t.start) / time.Second); i >= 0 && i < maxSeconds {
+		t.sentPerSecond[i].Add(1)
+	}
+	t.sent[k].Add(1)
+	switch {
+	case err != nil || status == 0:
+		t.failed[k].Add(1)
+	case status/100 == 2:
+		t.ok[k].Add(1)
+	default:
+		t.refused[k].Add(1)
+	}
+}
+
+// bot is one scraper of a kind, with its share of the kind's addresses.
+type bot struct {
+	k        kind
+	addrs    []net.IP
+	interval time.Duration // between two of its requests
+	perAddr  int
+	front    *front
+	tally    *botTally
+	timeout  time.Duration
+	curl     string // the curl binary, for kindCurl
+}
+
+var (
+	pythonHeader = http.Header{"User-Agent": {"python-requests/2.32.3"}, "Accept-Encoding": {"gzip, deflate"},
+		"Accept": {"*/*"}, "Connection": {"keep-alive"}}
+	goHeader      = http.Header{}
+	crawlerHeader = http.Header{"User-Agent": {"CCBot/2.0 (https://commoncrawl.org/faq/)"}, "Accept": {"text/html"}}
+	parrotHeader  = func() http.Header {
+		h := http.Header{}
+		for _, f := range testattack.ChromeHeaders {
+			if f[0] != "accept-encoding" {
+				h.Set(f[0], f[1])
+			}
+		}
+		return h
+	}()
+)
+
+// run makes the bot's requests until ctx ends: perAddr from each address
+// in turn, one every interval.
+func (b *bot) run(ctx context.Context, seq int) {
+	n := 0
+	next := time.Now()
+	for i := 0; ctx.Err() == nil; i++ {
+		from := b.addrs[i%len(b.addrs)]
+		if b.k == kindCurl {
+			b.runCurl(ctx, from, seq, &n)
+			continue
+		}
+		rt, closeIdle := b.transport(from)
+		for j := 0; j < b.perAddr && ctx.Err() == nil; j++ {
+			if !sleepUntil(ctx, next) {
+				break
+			}
+			next = next.Add(b.interval)
+			if now := time.Now(); next.Before(now) {
+				next = now // late: no burst to catch up
+			}
+			n++
+			// Every request sent counts, even one the end of the run
+			// cuts: the upstream may have seen it.
+			t0 := time.Now()
+			status, err := b.get(ctx, rt, fmt.Sprintf("https://%s/b/%s/%d/%d", b.front.host, b.k, seq, n))
+			b.tally.add(b.k, t0, status, err)
+		}
+		closeIdle()
+	}
+}
+
+// sleepUntil waits until t; false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (b *bot) get(ctx context.Context, rt http.RoundTripper, url string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	switch b.k {
+	case kindPython:
+		req.Header = pythonHeader.Clone()
+	case kindGo:
+		req.Header = goHeader.Clone()
+	case kindParrot:
+		req.Header = parrotHeader.Clone()
+	case kindCrawler:
+		req.Header = crawlerHeader.Clone()
+	}
+	res, err := rt.RoundTrip(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxBody))
+	res.Body.Close()
+	return res.StatusCode, nil
+}
+
+// transport is the bot's client from one address, kept alive for its
+// requests from there.
+func (b *bot) transport(from net.IP) (http.RoundTripper, func()) {
+	d := &net.Dialer{Timeout: 10 * time.Second, LocalAddr: &net.TCPAddr{IP: from}}
+	addr := b.front.addr
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	tc := &tls.Config{InsecureSkipVerify: true, ServerName: b.front.host} // loopback
+	switch b.k {
+	case kindParrot:
+		t := &http2.Transport{DialTLSContext: func(ctx context.Context, _, _ string, _ *tls.Config) (net.Conn, error) {
+			raw, err := dial(ctx, "", "")
+			if err != nil {
+				return nil, err
+			}
+			c := utls.UClient(raw, &utls.Config{ServerName: b.front.host, InsecureSkipVerify: true}, utls.HelloChrome_133)
+			if err := c.HandshakeContext(ctx); err != nil {
+				raw.Close()
+				return nil, err
+			}
+			return c, nil
+		}}
+		return t, t.CloseIdleConnections
+	case kindPython:
+		tc.NextProtos = []string{"http/1.1"}
+		t := &http.Transport{DialContext: dial, TLSClientConfig: tc, MaxIdleConnsPerHost: 1,
+			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+		return t, t.CloseIdleConnections
+	default:
+		t := &http.Transport{DialContext: dial, TLSClientConfig: tc, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 1}
+		return t, t.CloseIdleConnections
+	}
+}
+
+// runCurl runs one curl process from from for perAddr URLs at the bot's
+// pace (--rate), over one connection, and tallies the statuses it prints
+// (000 for a failed transfer). The process is not cut when ctx ends, so
+// that every URL it was given is counted: it ends by itself, within
+// perAddr intervals and time limits.
+func (b *bot) runCurl(ctx context.Context, from net.IP, seq int, n *int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(b.perAddr)*(b.interval+b.timeout)+time.Minute)
+	defer cancel()
+	host, port, _ := net.SplitHostPort(b.front.addr)
+	perMin := max(1, int(time.Minute/b.interval))
+	args := []string{"-sk", "--http2", "--interface", from.String(), "--resolve", b.front.host + ":" + port + ":" + host,
+		"--max-time", strconv.Itoa(int(b.timeout / time.Second)), "--rate", strconv.Itoa(perMin) + "/m",
+		"-w", "%{http_code}\n"}
+	for range b.perAddr {
+		*n++
+		args = append(args, "-o", "/dev/null", fmt.Sprintf("https://%s:%s/b/curl/%d/%d", b.front.host, port, seq, *n))
+	}
+	cmd := exec.CommandContext(ctx, b.curl, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return
+	}
+	if err := cmd.Start(); err != nil {
+		return
+	}
+	sc := bufio.NewScanner(out)
+	got := 0
+	for sc.Scan() {
+		status, _ := strconv.Atoi(strings.TrimSpace(sc.Text()))
+		got++
+		// curl says when a transfer ended, not when it began: a time
+		// limit earlier.
+		b.tally.add(kindCurl, time.Now().Add(-min(b.interval, b.timeout)), status, nil)
+	}
+	_ = cmd.Wait()
+	for ; got < b.perAddr; got++ { // killed: the rest count as sent and failed
+		b.tally.add(kindCurl, time.Now(), 0, nil)
+	}
+}
