@@ -37,9 +37,9 @@ type h2conn struct {
 
 // answer is what a front answered one request.
 type answer struct {
-	status int
+	status  int
 	cookies []string // the Set-Cookie fields' "name=value"
-	body   string // decompressed, at most maxBody bytes
+	body    string   // decompressed, at most maxBody bytes
 }
 
 const maxBody = 256 << 10
