@@ -67,9 +67,13 @@ func botAddr(k kind, j, perKind int) net.IP {
 // botTally counts what the bots sent and were answered, per kind.
 type botTally struct {
 	sent, ok, refused, failed [numKinds]atomic.Int64
+	// cut counts the failed requests the run's end cut (in failed too).
+	cut [numKinds]atomic.Int64
 	// sentPerSecond counts all bots' requests per second of the storm.
 	start         time.Time
 	sentPerSecond [maxSeconds]atomic.Int64
+	// firstErr is each kind's first failure, for the report.
+	firstErr [numKinds]atomic.Pointer[string]
 }
 
 // add counts one request of kind k, sent at sent, and its answer.
@@ -81,6 +85,11 @@ func (t *botTally) add(k kind, sent time.Time, status int, err error) {
 	switch {
 	case err != nil || status == 0:
 		t.failed[k].Add(1)
+		msg := "no answer"
+		if err != nil {
+			msg = err.Error()
+		}
+		t.firstErr[k].CompareAndSwap(nil, &msg)
 	case status/100 == 2:
 		t.ok[k].Add(1)
 	default:
@@ -142,6 +151,9 @@ func (b *bot) run(ctx context.Context, seq int) {
 			t0 := time.Now()
 			status, err := b.get(ctx, rt, fmt.Sprintf("https://%s/b/%s/%d/%d", b.front.host, b.k, seq, n))
 			b.tally.add(b.k, t0, status, err)
+			if err != nil && ctx.Err() != nil {
+				b.tally.cut[b.k].Add(1)
+			}
 		}
 		closeIdle()
 	}
@@ -259,5 +271,14 @@ func (b *bot) runCurl(ctx context.Context, from net.IP, seq int, n *int) {
 	_ = cmd.Wait()
 	for ; got < b.perAddr; got++ { // killed: the rest count as sent and failed
 		b.tally.add(kindCurl, time.Now(), 0, nil)
+		b.tally.cut[kindCurl].Add(1)
 	}
+}
+
+// firstError is kind k's first failure, "" if none.
+func (t *botTally) firstError(k kind) string {
+	if p := t.firstErr[k].Load(); p != nil {
+		return *p
+	}
+	return ""
 }
