@@ -45,6 +45,9 @@ type front struct {
 	// solves; solve solves it for p.
 	isChallenge func(answer) bool
 	solve       func(ctx context.Context, p *person, a answer, timeout time.Duration) error
+	// mint, if set, mints person p's pass cookie ("name=value") with the
+	// front's secret, for the warm-up.
+	mint func(p *person) (string, error)
 }
 
 // cpu is the CPU time the front's processes have used.
@@ -142,6 +145,13 @@ func listening(addr string) func() bool {
 // (YAML) is merged over it, map by map, so that -maat-config can set any
 // key (challenge.when, limits…).
 func maatConfig(dir string, https, admin int, upstream, extra string) ([]byte, error) {
+	b, _, err := maatConfigPolicy(dir, https, admin, upstream, extra)
+	return b, err
+}
+
+// maatConfigPolicy is maatConfig, and the policy file it names ("" = the
+// built-in default).
+func maatConfigPolicy(dir string, https, admin int, upstream, extra string) ([]byte, string, error) {
 	base := map[string]any{
 		"listen":    map[string]any{"https": fmt.Sprintf("127.0.0.1:%d", https), "http": "", "admin": fmt.Sprintf("127.0.0.1:%d", admin)},
 		"tls":       map[string]any{"mode": "self-signed", "cache": filepath.Join(dir, "cache")},
@@ -153,11 +163,13 @@ func maatConfig(dir string, https, admin int, upstream, extra string) ([]byte, e
 	if strings.TrimSpace(extra) != "" {
 		var over map[string]any
 		if err := yaml.Unmarshal([]byte(extra), &over); err != nil {
-			return nil, fmt.Errorf("-maat-config: %w", err)
+			return nil, "", fmt.Errorf("-maat-config: %w", err)
 		}
 		merge(base, over)
 	}
-	return yaml.Marshal(base)
+	pol, _ := base["policy"].(string)
+	b, err := yaml.Marshal(base)
+	return b, pol, err
 }
 
 // merge sets over's keys in base, merging maps key by key.
@@ -173,8 +185,9 @@ func merge(base, over map[string]any) {
 	}
 }
 
-// startMaat starts the edge binary bin in a new directory under dir.
-func startMaat(ctx context.Context, bin, dir, upstream, extra string) (*front, error) {
+// startMaat starts the edge binary bin in a new directory under dir; with
+// mint, people's passes are minted with its secret.
+func startMaat(ctx context.Context, bin, dir, upstream, extra string, mint bool) (*front, error) {
 	d, err := os.MkdirTemp(dir, "maat-")
 	if err != nil {
 		return nil, err
@@ -187,7 +200,7 @@ func startMaat(ctx context.Context, bin, dir, upstream, extra string) (*front, e
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := maatConfig(d, https, admin, upstream, extra)
+	cfg, pol, err := maatConfigPolicy(d, https, admin, upstream, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -210,11 +223,32 @@ func startMaat(ctx context.Context, bin, dir, upstream, extra string) (*front, e
 		p.stop()
 		return nil, err
 	}
-	return &front{name: "Maat", addr: fmt.Sprintf("127.0.0.1:%d", https), host: "localhost",
+	f := &front{name: "Maat", addr: fmt.Sprintf("127.0.0.1:%d", https), host: "localhost",
 		procs: func() []int { return []int{p.cmd.Process.Pid} }, stop: p.stop,
 		isChallenge: func(a answer) bool { _, ok := testattack.ParseChallenge(a.body); return ok },
 		solve:       solveMaat,
-	}, nil
+	}
+	if mint {
+		secret := filepath.Join(d, "secret")
+		if s, ok := findKey(extra, "challenge", "secret_file"); ok {
+			secret = s
+		}
+		if f.mint, err = minter(ctx, secret, pol); err != nil {
+			p.stop()
+			return nil, fmt.Errorf("minting passes: %w", err)
+		}
+	}
+	return f, nil
+}
+
+// findKey returns the string at section.key in the YAML text, if any.
+func findKey(text, section, key string) (string, bool) {
+	var m map[string]map[string]any
+	if yaml.Unmarshal([]byte(text), &m) != nil {
+		return "", false
+	}
+	s, ok := m[section][key].(string)
+	return s, ok
 }
 
 // solveMaat solves the edge's proof of work as the challenge page's

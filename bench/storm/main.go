@@ -81,6 +81,7 @@ type options struct {
 
 	nginxRate, nginxBurst int
 	anubisDifficulty      int
+	mint                  bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -114,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.threshold, "threshold", 0.05, "the bots' share reaching the upstream in one second below which the defence is in force")
 	fs.IntVar(&o.nginxRate, "nginx-rate", 5, "nginx's limit_req rate per IP, requests a second")
 	fs.IntVar(&o.nginxBurst, "nginx-burst", 10, "nginx's limit_req burst")
+	fs.BoolVar(&o.mint, "mint", true, "Maat: mint the people's passes with the edge's secret (false: earn them by solving the warm-up's challenge, which an edge that does not challenge a calm day never gives)")
 	fs.IntVar(&o.anubisDifficulty, "anubis-difficulty", 4, "Anubis's DIFFICULTY")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -199,7 +201,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		var f *front
 		switch {
 		case name == "maat":
-			f, err = startMaat(ctx, o.edge, dir, up.url, o.maatConfig)
+			f, err = startMaat(ctx, o.edge, dir, up.url, o.maatConfig, o.mint)
 		case name == "nginx" && o.nginx != "":
 			f, err = startNginx(ctx, o.nginx, dir, strings.TrimPrefix(up.url, "http://"), o.nginxRate, o.nginxBurst, false)
 		case name == "anubis" && o.anubis != "":
@@ -239,6 +241,10 @@ type result struct {
 	peak    int64
 	// cpuCalm, cpuStorm are the front's CPU time over each phase.
 	cpuCalm, cpuStorm time.Duration
+	// harnessCPU is this process's and its curl children's CPU time over
+	// the storm: on a machine of few cores, what the clients cost is taken
+	// from the front.
+	harnessCPU time.Duration
 	// inForce is the time from the storm's start to the end of the first
 	// second the bots' share reaching the upstream fell below the
 	// threshold; -1 = never.
@@ -274,7 +280,11 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 	if ctx.Err() != nil {
 		return r, ctx.Err()
 	}
-	fmt.Fprintf(stderr, "  warm-up: %d of %d people earned a pass\n", r.people.passes, nPass)
+	how := "earned"
+	if f.mint != nil {
+		how = "hold a minted"
+	}
+	fmt.Fprintf(stderr, "  warm-up: %d of %d people %s pass\n", r.people.passes, nPass, how)
 
 	run, stop := context.WithCancel(ctx)
 	defer stop()
@@ -305,6 +315,7 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 		return r, ctx.Err()
 	}
 	cpu1 := f.cpu()
+	self1 := selfCPU()
 	// The storm.
 	ck.set(phaseStorm)
 	up.peakQueue.Store(up.queue.Load())
@@ -341,6 +352,7 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 	}
 	sleepUntil(ctx, start.Add(o.storm))
 	cpu2 := f.cpu()
+	r.harnessCPU = selfCPU() - self1
 	stop()
 	bwg.Wait()
 	wg.Wait()

@@ -58,6 +58,11 @@ func writeTable(w io.Writer, o options, rs []result, loadBefore, loadAfter strin
 				ms(percentile(lat, 95)), r.cpuCalm.Seconds(), force)
 		}
 	}
+	fmt.Fprintf(w, "\nThe harness's own CPU over the storm (clients, upstream, curl processes):")
+	for _, r := range rs {
+		fmt.Fprintf(w, " %s %.1f s;", r.front, r.harnessCPU.Seconds())
+	}
+	fmt.Fprintln(w)
 	for _, r := range rs {
 		if len(r.people.earnErrs) > 0 {
 			fmt.Fprintf(w, "\n%s: passes not earned: %s\n", r.front, strings.Join(r.people.earnErrs, "; "))
