@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,9 +77,10 @@ type botTally struct {
 	firstErr [numKinds]atomic.Pointer[string]
 }
 
-// add counts one request of kind k, sent at sent, and its answer.
-func (t *botTally) add(k kind, sent time.Time, status int, err error) {
-	if i := int(sent.Sub(t.start) / time.Second); i >= 0 && i < maxSeconds {
+// add counts one request of kind k, sent at ms milliseconds into the
+// storm, and its answer.
+func (t *botTally) add(k kind, ms int64, status int, err error) {
+	if i := ms / 1000; i >= 0 && i < maxSeconds {
 		t.sentPerSecond[i].Add(1)
 	}
 	t.sent[k].Add(1)
@@ -107,6 +109,7 @@ type bot struct {
 	tally    *botTally
 	timeout  time.Duration
 	curl     string // the curl binary, for kindCurl
+	conc     int    // requests in flight at most
 }
 
 var (
@@ -126,10 +129,15 @@ var (
 )
 
 // run makes the bot's requests until ctx ends: perAddr from each address
-// in turn, one every interval.
+// in turn, one every interval whether the last was answered or not (a
+// storm does not slow down because the site does), with at most conc in
+// flight: past that, the bot waits.
 func (b *bot) run(ctx context.Context, seq int) {
 	n := 0
 	next := time.Now()
+	slots := make(chan struct{}, b.conc)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for i := 0; ctx.Err() == nil; i++ {
 		from := b.addrs[i%len(b.addrs)]
 		if b.k == kindCurl {
@@ -142,20 +150,45 @@ func (b *bot) run(ctx context.Context, seq int) {
 				break
 			}
 			next = next.Add(b.interval)
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
 			if now := time.Now(); next.Before(now) {
 				next = now // late: no burst to catch up
 			}
 			n++
-			// Every request sent counts, even one the end of the run
-			// cuts: the upstream may have seen it.
-			t0 := time.Now()
-			status, err := b.get(ctx, rt, fmt.Sprintf("https://%s/b/%s/%d/%d", b.front.host, b.k, seq, n))
-			b.tally.add(b.k, t0, status, err)
-			if err != nil && ctx.Err() != nil {
-				b.tally.cut[b.k].Add(1)
-			}
+			// The path carries when it was sent, in milliseconds into the
+			// storm, for the upstream to count it in that second.
+			at := time.Since(b.tally.start).Milliseconds()
+			url := fmt.Sprintf("https://%s/b/%s/%d/%d/%d", b.front.host, b.k, seq, n, at)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				// Every request sent counts, even one the end of the run
+				// cuts: the upstream may have seen it.
+				status, err := b.get(ctx, rt, url)
+				b.tally.add(b.k, at, status, err)
+				if err != nil && ctx.Err() != nil {
+					b.tally.cut[b.k].Add(1)
+				}
+			}()
 		}
-		closeIdle()
+		// The next address's transport; this one's connection closes
+		// once its requests are answered.
+		go func() {
+			for range b.conc {
+				slots <- struct{}{}
+			}
+			closeIdle()
+			for range b.conc {
+				<-slots
+			}
+		}()
 	}
 }
 
@@ -247,9 +280,13 @@ func (b *bot) runCurl(ctx context.Context, from net.IP, seq int, n *int) {
 	args := []string{"-sk", "--http2", "--interface", from.String(), "--resolve", b.front.host + ":" + port + ":" + host,
 		"--max-time", strconv.Itoa(int(b.timeout / time.Second)), "--rate", strconv.Itoa(perMin) + "/m",
 		"-w", "%{http_code}\n"}
-	for range b.perAddr {
+	// curl sends at its --rate: each URL carries when it is due.
+	t0 := time.Since(b.tally.start)
+	due := make([]int64, b.perAddr)
+	for j := range b.perAddr {
 		*n++
-		args = append(args, "-o", "/dev/null", fmt.Sprintf("https://%s:%s/b/curl/%d/%d", b.front.host, port, seq, *n))
+		due[j] = (t0 + time.Duration(j)*time.Minute/time.Duration(perMin)).Milliseconds()
+		args = append(args, "-o", "/dev/null", fmt.Sprintf("https://%s:%s/b/curl/%d/%d/%d", b.front.host, port, seq, *n, due[j]))
 	}
 	cmd := exec.CommandContext(ctx, b.curl, args...)
 	out, err := cmd.StdoutPipe()
@@ -263,14 +300,14 @@ func (b *bot) runCurl(ctx context.Context, from net.IP, seq int, n *int) {
 	got := 0
 	for sc.Scan() {
 		status, _ := strconv.Atoi(strings.TrimSpace(sc.Text()))
+		if got < len(due) {
+			b.tally.add(kindCurl, due[got], status, nil)
+		}
 		got++
-		// curl says when a transfer ended, not when it began: a time
-		// limit earlier.
-		b.tally.add(kindCurl, time.Now().Add(-min(b.interval, b.timeout)), status, nil)
 	}
 	_ = cmd.Wait()
 	for ; got < b.perAddr; got++ { // killed: the rest count as sent and failed
-		b.tally.add(kindCurl, time.Now(), 0, nil)
+		b.tally.add(kindCurl, due[got], 0, nil)
 		b.tally.cut[kindCurl].Add(1)
 	}
 }

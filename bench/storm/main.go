@@ -70,6 +70,7 @@ type options struct {
 	bots, addrs int
 	botRate     float64
 	perAddr     int
+	botConc     int
 	kinds       string
 
 	slots        int
@@ -102,10 +103,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.people, "people", 40, "people browsing")
 	fs.Float64Var(&o.passShare, "pass", 0.75, "share of people who earn a pass cookie before the measured phases")
 	fs.DurationVar(&o.think, "think", time.Second, "a person's time between two pages")
-	fs.IntVar(&o.bots, "bots", 100, "bots, shared evenly among -kinds")
+	fs.IntVar(&o.bots, "bots", 300, "bots, shared evenly among -kinds")
 	fs.IntVar(&o.addrs, "addrs", 2000, "the bots' addresses (each its own /24), shared evenly among -kinds")
 	fs.Float64Var(&o.botRate, "rate", 400, "the bots' requests a second, all together")
 	fs.IntVar(&o.perAddr, "per-addr", 10, "a bot's requests from one address (one keep-alive connection) before it moves to the next")
+	fs.IntVar(&o.botConc, "bot-conc", 4, "a bot's requests in flight at most (curl bots: 1); past that it waits")
 	fs.StringVar(&o.kinds, "kinds", strings.Join(kindNames[:], ","), "the bot kinds")
 	fs.IntVar(&o.slots, "slots", 8, "the upstream's capacity: requests it serves at a time")
 	fs.Float64Var(&o.upstreamRate, "upstream-rate", 200, "the upstream's requests a second at capacity (service time = slots/rate)")
@@ -124,8 +126,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	switch {
-	case o.people < 0 || o.bots < 0 || o.addrs < 1 || o.perAddr < 1 || o.slots < 1:
-		return o, errors.New("-people and -bots must be ≥ 0; -addrs, -per-addr and -slots ≥ 1")
+	case o.people < 0 || o.bots < 0 || o.addrs < 1 || o.perAddr < 1 || o.slots < 1 || o.botConc < 1:
+		return o, errors.New("-people and -bots must be ≥ 0; -addrs, -per-addr, -bot-conc and -slots ≥ 1")
 	case o.botRate <= 0 || o.upstreamRate <= 0:
 		return o, errors.New("-rate and -upstream-rate must be > 0")
 	case o.storm <= 0 || o.storm+o.calm > maxSeconds*time.Second:
@@ -321,7 +323,6 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 	up.peakQueue.Store(up.queue.Load())
 	start := time.Now()
 	r.bots.start = start
-	up.start.Store(start.UnixNano())
 	var bwg sync.WaitGroup
 	if len(kinds) > 0 && o.bots > 0 {
 		perKind := o.addrs / len(kinds)
@@ -333,7 +334,7 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 		for b := range o.bots {
 			ki := b % len(kinds)
 			nth := b / len(kinds)
-			bt := &bot{k: kinds[ki], interval: interval, perAddr: o.perAddr, front: f, tally: r.bots, timeout: o.timeout, curl: o.curl}
+			bt := &bot{k: kinds[ki], interval: interval, perAddr: o.perAddr, front: f, tally: r.bots, timeout: o.timeout, curl: o.curl, conc: o.botConc}
 			for j := nth; j < perKind; j += botsOf[ki] {
 				bt.addrs = append(bt.addrs, botAddr(bt.k, j, perKind))
 			}
@@ -362,12 +363,31 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 	}
 	r.peak = up.peakQueue.Load()
 	r.cpuCalm, r.cpuStorm = cpu1-cpu0, cpu2-cpu1
-	for i := range int(o.storm / time.Second) {
-		sent, got := r.bots.sentPerSecond[i].Load(), up.perSecond[i].Load()
-		if sent > 0 && float64(got) < o.threshold*float64(sent) {
-			r.inForce = time.Duration(i+1) * time.Second
-			break
+	r.inForce = inForce(r.bots, up, int(o.storm/time.Second), o.threshold, stderr)
+	return r, ctx.Err()
+}
+
+// inForce is the time from the storm's start to the end of the first
+// second from which on the bots' share reaching the upstream stays below
+// threshold (by the second each request was sent in, both sides); the
+// storm's last second, which its end cuts, is not judged. -1 = never.
+func inForce(bots *botTally, up *upstream, seconds int, threshold float64, stderr io.Writer) time.Duration {
+	found := -1
+	for i := range max(0, seconds-1) {
+		sent, got := bots.sentPerSecond[i].Load(), up.perSecond[i].Load()
+		if os.Getenv("STORM_DEBUG") != "" {
+			fmt.Fprintf(stderr, "  second %d: bots sent %d, reached %d\n", i, sent, got)
+		}
+		below := sent == 0 || float64(got) < threshold*float64(sent)
+		switch {
+		case below && found < 0:
+			found = i
+		case !below:
+			found = -1
 		}
 	}
-	return r, ctx.Err()
+	if found < 0 {
+		return -1
+	}
+	return time.Duration(found+1) * time.Second
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,9 +25,9 @@ type upstream struct {
 	people           atomic.Int64
 	bots             [numKinds]atomic.Int64
 	other            atomic.Int64
-	// perSecond counts the bots' requests that reached it, per second of
-	// the storm (for the time to the defence in force).
-	start     atomic.Int64 // Unix nanoseconds of the storm's start; 0 = not yet
+	// perSecond counts the bots' requests that reached it by the second of
+	// the storm they were sent in (their path's last segment, milliseconds
+	// into the storm), for the time to the defence in force.
 	perSecond [maxSeconds]atomic.Int64
 }
 
@@ -55,7 +56,6 @@ func (u *upstream) reset() {
 	for i := range u.bots {
 		u.bots[i].Store(0)
 	}
-	u.start.Store(0)
 	for i := range u.perSecond {
 		u.perSecond[i].Store(0)
 	}
@@ -73,10 +73,9 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		u.bots[k].Add(1)
-		if s := u.start.Load(); s != 0 {
-			if i := (time.Now().UnixNano() - s) / int64(time.Second); i >= 0 && i < maxSeconds {
-				u.perSecond[i].Add(1)
-			}
+		// Counted in the second it was sent in: the last segment.
+		if ms, err := strconv.ParseInt(p[strings.LastIndexByte(p, '/')+1:], 10, 64); err == nil && ms >= 0 && ms/1000 < maxSeconds {
+			u.perSecond[ms/1000].Add(1)
 		}
 	default:
 		u.other.Add(1)
