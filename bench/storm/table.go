@@ -42,6 +42,18 @@ func writeTable(w io.Writer, o options, rs []result, loadBefore, loadAfter strin
 		}
 		fmt.Fprintln(w)
 	}
+	fmt.Fprintf(w, "\nWhat the bots were answered (2xx / refused, 3xx–5xx / no answer in -timeout; of them cut by the run's end):\n\n| front |")
+	for _, k := range rs[0].kinds {
+		fmt.Fprintf(w, " %s |", k)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|", len(rs[0].kinds)))
+	for _, r := range rs {
+		fmt.Fprintf(w, "| %s |", r.front)
+		for _, k := range r.kinds {
+			fmt.Fprintf(w, " %d / %d / %d; %d |", r.bots.ok[k].Load(), r.bots.refused[k].Load(), r.bots.failed[k].Load(), r.bots.cut[k].Load())
+		}
+		fmt.Fprintln(w)
+	}
 	if o.calm > 0 {
 		fmt.Fprintf(w, "\nCalm (%v, people only), then the storm:\n\n", o.calm)
 		fmt.Fprintln(w, "| front | people's requests challenged in the calm | people's p95 in the calm | front CPU (calm) | defence in force (bots' share < "+
