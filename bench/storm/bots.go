@@ -136,12 +136,35 @@ func (b *bot) run(ctx context.Context, seq int) {
 	n := 0
 	next := time.Now()
 	slots := make(chan struct{}, b.conc)
+	curlSlots := make(chan struct{}, min(b.conc, curlConc))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for i := 0; ctx.Err() == nil; i++ {
 		from := b.addrs[i%len(b.addrs)]
 		if b.k == kindCurl {
-			b.runCurl(ctx, from, seq, &n)
+			// One curl process per address, each at the bot's pace;
+			// the next starts when its turn comes, even while the last
+			// still waits for answers, with at most curlConc running.
+			if !sleepUntil(ctx, next) {
+				break
+			}
+			next = next.Add(time.Duration(b.perAddr) * b.interval)
+			select {
+			case curlSlots <- struct{}{}:
+			case <-ctx.Done():
+				continue
+			}
+			if now := time.Now(); next.Before(now) {
+				next = now
+			}
+			first := n
+			n += b.perAddr
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-curlSlots }()
+				b.runCurl(ctx, from, seq, first)
+			}()
 			continue
 		}
 		rt, closeIdle := b.transport(from)
@@ -267,12 +290,15 @@ func (b *bot) transport(from net.IP) (http.RoundTripper, func()) {
 	}
 }
 
+// curlConc bounds a curl bot's processes running at once.
+const curlConc = 2
+
 // runCurl runs one curl process from from for perAddr URLs at the bot's
 // pace (--rate), over one connection, and tallies the statuses it prints
 // (000 for a failed transfer). The process is not cut when ctx ends, so
 // that every URL it was given is counted: it ends by itself, within
 // perAddr intervals and time limits.
-func (b *bot) runCurl(ctx context.Context, from net.IP, seq int, n *int) {
+func (b *bot) runCurl(ctx context.Context, from net.IP, seq, first int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(b.perAddr)*(b.interval+b.timeout)+time.Minute)
 	defer cancel()
 	host, port, _ := net.SplitHostPort(b.front.addr)
@@ -284,9 +310,9 @@ func (b *bot) runCurl(ctx context.Context, from net.IP, seq int, n *int) {
 	t0 := time.Since(b.tally.start)
 	due := make([]int64, b.perAddr)
 	for j := range b.perAddr {
-		*n++
+		n := first + j + 1
 		due[j] = (t0 + time.Duration(j)*time.Minute/time.Duration(perMin)).Milliseconds()
-		args = append(args, "-o", "/dev/null", fmt.Sprintf("https://%s:%s/b/curl/%d/%d/%d", b.front.host, port, seq, *n, due[j]))
+		args = append(args, "-o", "/dev/null", fmt.Sprintf("https://%s:%s/b/curl/%d/%d/%d", b.front.host, port, seq, n, due[j]))
 	}
 	cmd := exec.CommandContext(ctx, b.curl, args...)
 	out, err := cmd.StdoutPipe()

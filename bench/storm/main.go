@@ -107,7 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.addrs, "addrs", 2000, "the bots' addresses (each its own /24), shared evenly among -kinds")
 	fs.Float64Var(&o.botRate, "rate", 400, "the bots' requests a second, all together")
 	fs.IntVar(&o.perAddr, "per-addr", 10, "a bot's requests from one address (one keep-alive connection) before it moves to the next")
-	fs.IntVar(&o.botConc, "bot-conc", 4, "a bot's requests in flight at most (curl bots: 1); past that it waits")
+	fs.IntVar(&o.botConc, "bot-conc", 4, "a bot's requests in flight at most (curl bots: processes, at most 2, each sending one request at a time); past that it waits")
 	fs.StringVar(&o.kinds, "kinds", strings.Join(kindNames[:], ","), "the bot kinds")
 	fs.IntVar(&o.slots, "slots", 8, "the upstream's capacity: requests it serves at a time")
 	fs.Float64Var(&o.upstreamRate, "upstream-rate", 200, "the upstream's requests a second at capacity (service time = slots/rate)")
