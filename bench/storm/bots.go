@@ -266,6 +266,9 @@ func (b *bot) transport(from net.IP) (http.RoundTripper, func()) {
 	tc := &tls.Config{InsecureSkipVerify: true, ServerName: b.front.host} // loopback
 	switch b.k {
 	case kindParrot:
+		// x/net's http2.Transport, as scrapers use it: net/http's own
+		// wants a *tls.Conn, which a utls connection is not.
+		//lint:ignore SA1019 a utls connection is not a *tls.Conn (above)
 		t := &http2.Transport{DialTLSContext: func(ctx context.Context, _, _ string, _ *tls.Config) (net.Conn, error) {
 			raw, err := dial(ctx, "", "")
 			if err != nil {
@@ -278,6 +281,7 @@ func (b *bot) transport(from net.IP) (http.RoundTripper, func()) {
 			}
 			return c, nil
 		}}
+		//lint:ignore SA1019 t is x/net's (above)
 		return t, t.CloseIdleConnections
 	case kindPython:
 		tc.NextProtos = []string{"http/1.1"}
