@@ -37,6 +37,11 @@ type Config struct {
 	// (a tarpit such as iocaine or Nepenthes) instead of the site's.
 	Divert         map[string]DivertTarget `yaml:"divert"`
 	TrustedProxies []Prefix                `yaml:"trusted_proxies"` // CIDRs whose X-Forwarded-For is believed
+	// DryRun forwards every request as if the policy allowed it, and logs
+	// (fingerprint log dry_run: true) and counts what it would have done:
+	// to watch a new policy before enforcing it. A site's dry_run
+	// overrides it. Default false.
+	DryRun bool `yaml:"dry_run"`
 
 	// Demo marks the embedded `edge demo` configuration: every host is
 	// answered and the demo upstream is told the request's fingerprints.
@@ -149,6 +154,20 @@ type Site struct {
 	// AccessLog writes one line per request of the site, rotated and with
 	// client addresses as log.client_ip says.
 	AccessLog *AccessLog `yaml:"access_log"`
+	// Policy is the site's policy file; "" = the global policy. Sites that
+	// name the same file share one compiled policy.
+	Policy string `yaml:"policy"`
+	// DryRun, if set, overrides the global dry_run for the site.
+	DryRun *bool `yaml:"dry_run"`
+}
+
+// DryRunEnabled reports whether the site runs dry: its own dry_run, or
+// else global (the configuration's).
+func (s *Site) DryRunEnabled(global bool) bool {
+	if s.DryRun != nil {
+		return *s.DryRun
+	}
+	return global
 }
 
 // CompressEnabled reports whether the site compresses: Compress's default
@@ -694,6 +713,25 @@ func ParseUpstream(s string) (*url.URL, error) {
 func unixHost(path string) string { return hex.EncodeToString([]byte(path)) + unixSuffix }
 
 const unixSuffix = ".sock.invalid:0"
+
+// UpstreamName is how logs, metrics and messages name an upstream: its URL
+// as configured, "unix:/run/app.sock" for a Unix socket (not the made-up
+// host the transport reads).
+func UpstreamName(u *url.URL) string {
+	if path, ok := UnixSocket(u.Host); ok {
+		return "unix:" + path
+	}
+	return u.String()
+}
+
+// AddrName is UpstreamName for a dial address (host:port):
+// "unix:/run/app.sock" for a Unix socket, else addr.
+func AddrName(addr string) string {
+	if path, ok := UnixSocket(addr); ok {
+		return "unix:" + path
+	}
+	return addr
+}
 
 // UnixSocket returns the socket path of a Unix-socket upstream's dial
 // address (the host of a URL ParseUpstream made of unix:/path.sock), or
