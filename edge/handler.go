@@ -43,8 +43,10 @@ type Handler struct {
 	proxy      *httputil.ReverseProxy
 	compressed http.Handler // answer, with responses compressed where they qualify
 	diverts    map[string]*diverter
-	prebufs    sync.Pool // *[]byte of prebufferBytes
-	own        []func()  // closes what NewHandler opened for a zero Env field
+	when       *policy.Condition // challenge.when; nil: always
+	loadAvg    loadAvg           // the system's load averages, for the policy
+	prebufs    sync.Pool         // *[]byte of prebufferBytes
+	own        []func()          // closes what NewHandler opened for a zero Env field
 }
 
 // NewHandler builds the Handler of cfg. What outlives a configuration comes
@@ -107,6 +109,13 @@ func (h *Handler) build() error {
 	if h.policy, err = loadPolicy(cfg); err != nil {
 		return &config.Error{File: cfg.File, Key: "policy", Err: err}
 	}
+	if err := checkPressureUsers(cfg, h.policy); err != nil {
+		return err
+	}
+	if h.when, err = policy.CompileCondition(cfg.Challenge.When); err != nil {
+		return &config.Error{File: cfg.File, Key: "challenge.when", Err: err}
+	}
+	h.loadAvg.path = "/proc/loadavg"
 	for _, w := range h.policy.Warnings() {
 		env.Log.LogAttrs(context.Background(), slog.LevelWarn, "policy_warning", slog.String("policy", cfg.Policy), slog.String("warning", w))
 	}
@@ -122,6 +131,7 @@ func (h *Handler) build() error {
 	}
 	h.compressed = cmp.Wrap(http.HandlerFunc(h.answer))
 	h.diverts = h.newDiverters()
+	env.metrics.sites.Store(h.sites) // the upstream gauges are this configuration's
 	return nil
 }
 
@@ -252,7 +262,8 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request) {
 		h.serveStatic(w, r, st)
 		return
 	}
-	st.up = upstream.Route{Pool: st.route.pool, Client: clientKey(st.client), OnCut: func() { h.cutSlowClient(st) }}
+	st.up = upstream.Route{Pool: st.route.pool, Client: clientKey(st.client), Cluster: st.cluster, Priority: st.priority,
+		OnCut: func() { h.cutSlowClient(st) }}
 	if upstream.Common(r, st.route.pool) {
 		h.proxyCommon(w, r, st)
 		return

@@ -31,8 +31,8 @@ type Config struct {
 	// Storm switches storm mode of each site on and off by its upstreams'
 	// pressure, with hysteresis (the policy's storm variable, and
 	// challenge.when: storm).
-	Storm Storm `yaml:"storm"`
-	Geo          GeoConfig       `yaml:"geo"`
+	Storm Storm     `yaml:"storm"`
+	Geo   GeoConfig `yaml:"geo"`
 	// Divert names the upstreams a policy's DIVERT rules send requests to
 	// (a tarpit such as iocaine or Nepenthes) instead of the site's.
 	Divert         map[string]DivertTarget `yaml:"divert"`
