@@ -321,3 +321,63 @@ func TestPressureRises(t *testing.T) {
 	wantSeries(map[string]string{series("maat_upstream_pressure"): "0", series("maat_upstream_queue"): "0",
 		`maat_storm{site="localhost"}`: "1"}) // storm.hold: 30s
 }
+
+// TestChallengeWhen: with challenge.when: storm, a calm site lets a
+// client the policy would challenge through (ALLOW, logged with reason
+// challenge_off_calm); in a storm (a slow route's slot busy) the same
+// client is challenged; a pass holder passes (PASS), and its log line
+// carries its cluster and the site's pressure.
+func TestChallengeWhen(t *testing.T) {
+	t.Parallel()
+	echo := echoUpstream(t, "echo")
+	slow := newGatedUpstream(t)
+	fp := filepath.Join(t.TempDir(), "fp.jsonl")
+	e := startEdge(t, "limits: {upstream_conns: 1, upstream_queue: 60s}\nstorm: {on: 0.5, off: 0.2, hold: 1h}\n"+
+		"challenge: {when: storm, wait: {max_weight: -1}}\npolicy: "+peoplePolicy(t)+"\nlog: {fingerprints: "+fp+"}\n"+
+		"sites: [{hosts: [localhost], upstream: "+echo.URL+", routes: [{path: /slow/, upstream: "+slow.URL+"}]}]\n")
+	c := e.client(t, "h2")
+	human := func(path, cookie string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", e.url(path), nil)
+		req.Host = "localhost"
+		req.Header.Set("User-Agent", "human/1.0")
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res.StatusCode, string(b)
+	}
+	if code, body := human("/calm", ""); code != 200 || !strings.Contains(body, "X-Maat-Action=ALLOW\n") {
+		t.Errorf("calm: %d %q, want the page, allowed", code, body)
+	}
+	if l := waitLine(t, fp, "/calm"); l.str("action") != "ALLOW" || l.str("reason") != "challenge_off_calm" {
+		t.Errorf("calm: logged %v, want ALLOW with reason challenge_off_calm", l)
+	}
+
+	got := make(chan [2]string, 1)
+	sendAs(e, c, "/slow/x", "", nil, got)
+	load := e.metrics.sites.Load().list[0].load
+	if !testnet.WaitFor(t, 10*time.Second, func() bool { return load.read(time.Now()).storm }) {
+		t.Fatalf("no storm with the slow route's slot busy: %+v", load.read(time.Now()))
+	}
+	if code, _ := human("/storm", ""); code != http.StatusForbidden {
+		t.Errorf("in a storm: %d, want the challenge", code)
+	}
+	cookie := earnPass(t, e, c, "/earn")
+	if code, body := human("/pass", cookie); code != 200 || !strings.Contains(body, "X-Maat-Action=PASS\n") {
+		t.Errorf("a pass holder in a storm: %d %q, want the page, passed", code, body)
+	}
+	l := waitLine(t, fp, "/pass")
+	if p, _ := l["pressure"].(float64); p != 0.75 || len(l.str("cluster")) != 16 {
+		t.Errorf("the pass holder's line: pressure %v, cluster %q; want 0.75 and 16 hex digits", l["pressure"], l.str("cluster"))
+	}
+	slow.open()
+	if r := <-got; r[1] != "200 " {
+		t.Errorf("the slow request: %s", r[1])
+	}
+}
