@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -239,24 +240,28 @@ func passCookie(r *http.Request) string {
 	return ""
 }
 
-// checkPressureUsers refuses a policy that reads the upstream's pressure
-// when a site has no upstream whose pressure could be measured.
-func checkPressureUsers(cfg *config.Config, p *policy.Policy) error {
-	if !p.UsesPressure() {
-		return nil
+// checkPressureUsers refuses a policy (the global one or a site's) that
+// reads the upstream's pressure for a site with no upstream whose
+// pressure could be measured.
+func (h *Handler) checkPressureUsers() error {
+	cfg := &h.cfg
+	static := map[int]bool{}
+	for _, i := range cfg.StaticOnlyIndexes() {
+		static[i] = true
 	}
-	static := cfg.StaticOnly()
-	if len(static) == 0 {
-		return nil
+	var errs []error
+	for i, s := range h.sites.list {
+		sp := h.policyFor(s)
+		if !static[i] || !sp.policy.UsesPressure() {
+			continue
+		}
+		key := "policy"
+		if sp.file != "" {
+			key = fmt.Sprintf("sites[%d].policy", i)
+		}
+		errs = append(errs, &config.Error{File: cfg.File, Key: key, Err: fmt.Errorf(
+			"%s read the upstream's pressure (pressure, storm or upstream), but sites[%d] (%s) has no upstream (static files only) whose pressure could be measured: give it an upstream, or another policy",
+			strings.Join(sp.policy.PressureUsers(), "; "), i, s.name)})
 	}
-	return &config.Error{File: cfg.File, Key: "policy", Err: fmt.Errorf(
-		"%s read the upstream's pressure (pressure, storm or upstream), but %s %s no upstream (static files only) whose pressure could be measured: give it an upstream, or use another policy for it",
-		strings.Join(p.PressureUsers(), "; "), strings.Join(static, ", "), hasHave(len(static)))}
-}
-
-func hasHave(n int) string {
-	if n == 1 {
-		return "has"
-	}
-	return "have"
+	return errors.Join(errs...)
 }

@@ -37,6 +37,11 @@ type Config struct {
 	// (a tarpit such as iocaine or Nepenthes) instead of the site's.
 	Divert         map[string]DivertTarget `yaml:"divert"`
 	TrustedProxies []Prefix                `yaml:"trusted_proxies"` // CIDRs whose X-Forwarded-For is believed
+	// DryRun forwards every request as if the policy allowed it, and logs
+	// (fingerprint log dry_run: true) and counts what it would have done:
+	// to watch a new policy before enforcing it. A site's dry_run
+	// overrides it. Default false.
+	DryRun bool `yaml:"dry_run"`
 
 	// Demo marks the embedded `edge demo` configuration: every host is
 	// answered and the demo upstream is told the request's fingerprints.
@@ -58,7 +63,11 @@ type Config struct {
 type Listen struct {
 	HTTPS string `yaml:"https"` // TCP (HTTP/1.1, HTTP/2) and UDP (HTTP/3); default ":443"
 	HTTP  string `yaml:"http"`  // ACME HTTP-01 and redirect to https; "" disables; default ":80"
-	Admin string `yaml:"admin"` // /healthz, /readyz, /metrics; "" disables; default "127.0.0.1:9100"
+	Admin string `yaml:"admin"` // the console (/), /healthz, /readyz, /metrics; "" disables; default "127.0.0.1:9100"
+	// AdminAuth, if set, asks for this user name and password (HTTP Basic
+	// authentication) on the admin listener's console and /metrics;
+	// /healthz and /readyz stay open for probes.
+	AdminAuth *AdminAuth `yaml:"admin_auth"`
 	// HTTP3 serves HTTP/3 on the UDP port of the same number as https's;
 	// false turns it off. If absent, true.
 	HTTP3 *bool `yaml:"http3"`
@@ -74,6 +83,12 @@ func (l *Listen) HTTP3Enabled() bool { return l.HTTP3 == nil || *l.HTTP3 }
 func (l *Listen) Same(o *Listen) bool {
 	return l.HTTPS == o.HTTPS && l.HTTP == o.HTTP && l.Admin == o.Admin &&
 		l.HTTP3Enabled() == o.HTTP3Enabled() && l.ProxyProtocol == o.ProxyProtocol
+}
+
+// AdminAuth is the admin listener's one user (listen.admin_auth).
+type AdminAuth struct {
+	User     string `yaml:"user"`
+	Password string `yaml:"password"` // the password itself: write it as ${file:…} or ${env:…}
 }
 
 // TLSConfig chooses where certificates come from.
@@ -139,6 +154,20 @@ type Site struct {
 	// AccessLog writes one line per request of the site, rotated and with
 	// client addresses as log.client_ip says.
 	AccessLog *AccessLog `yaml:"access_log"`
+	// Policy is the site's policy file; "" = the global policy. Sites that
+	// name the same file share one compiled policy.
+	Policy string `yaml:"policy"`
+	// DryRun, if set, overrides the global dry_run for the site.
+	DryRun *bool `yaml:"dry_run"`
+}
+
+// DryRunEnabled reports whether the site runs dry: its own dry_run, or
+// else global (the configuration's).
+func (s *Site) DryRunEnabled(global bool) bool {
+	if s.DryRun != nil {
+		return *s.DryRun
+	}
+	return global
 }
 
 // CompressEnabled reports whether the site compresses: Compress's default
@@ -427,6 +456,13 @@ type Limits struct {
 	// net/http as it holds it, the standard path. HTTP/2 connections are
 	// never parked. Default 250ms.
 	ParkAfter Duration `yaml:"park_after"`
+	// RefuseEarly refuses, at its ClientHello, a connection every request
+	// of which the policy would deny (policy.DenyConn: its fingerprint,
+	// address or network alone decides): a TLS access_denied alert before
+	// any handshake work, or a QUIC CRYPTO_ERROR 0x131, instead of the
+	// deny page after a full handshake. false: such clients get the deny
+	// page, later, as every other denial. Default true.
+	RefuseEarly bool `yaml:"refuse_early"`
 }
 
 // Duration is a time.Duration written as "10s" in YAML.
@@ -476,6 +512,7 @@ func Default() Config {
 			AuthAttempts:      10,
 			QUICHandshakes:    64,
 			ParkAfter:         Duration(DefaultParkAfter),
+			RefuseEarly:       true,
 		},
 	}
 }
