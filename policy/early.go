@@ -25,9 +25,10 @@ import (
 // (unless a connection matcher already rules it out): if it would decide
 // anything but DENY, the answer is false; if it would weigh, its weight
 // widens the span of weights a request may reach. Every signal may fire or
-// not. The thresholds must then decide DENY at every weight of the span;
-// a threshold that is a CEL expression not reduced to comparisons of the
-// weight makes the answer false.
+// not. The thresholds must then decide DENY at every weight of the span,
+// with the site calm and in a storm; a threshold that is a CEL expression
+// not reduced to comparisons of the weight (and storm) makes the answer
+// false: it may read the site's pressure, which changes by the second.
 
 // ConnInfo is what the policy can know of a connection before its first
 // request: the fields of Request that the connection fixes. The edge fills
@@ -86,7 +87,7 @@ func (p *Policy) planEarly() earlyPlan {
 		case "_&&_", "_||_":
 			walk(w.l)
 			walk(w.r)
-		case "true":
+		case "true", "storm", "!storm":
 		default:
 			k := int(w.k)
 			e.points = append(e.points, k-1, k, k+1)
@@ -202,12 +203,21 @@ func (p *Policy) thresholdsDeny(lo, hi int) bool {
 	return true
 }
 
-// thresholdDenies reports whether the threshold deciding weight w denies.
+// thresholdDenies reports whether the threshold deciding weight w denies,
+// in a calm site and in a storm alike (a threshold may read storm: the
+// site's state when the request comes, not the connection's).
 func (p *Policy) thresholdDenies(w int) bool {
-	for i := range p.thresholds {
-		if t := &p.thresholds[i]; t.pred.eval(int64(w)) {
-			return t.action == DENY
+	for _, storm := range [2]bool{false, true} {
+		denies := false
+		for i := range p.thresholds {
+			if t := &p.thresholds[i]; t.pred.eval(int64(w), storm) {
+				denies = t.action == DENY
+				break
+			}
+		}
+		if !denies {
+			return false // another action, or no threshold: ALLOW
 		}
 	}
-	return false // no threshold: ALLOW
+	return true
 }
