@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -269,5 +270,30 @@ func TestDenyConnEdge(t *testing.T) {
 	}
 	if newTestHandler(t, site).refusesEarly() {
 		t.Error("the default policy: refusesEarly = true")
+	}
+}
+
+// TestRefuseEarlyPlainHTTP: plain HTTP on the TLS port still gets its
+// redirect when the hello is read early (it is no hello: crypto/tls reads
+// the same bytes and the edge answers them as always).
+func TestRefuseEarlyPlainHTTP(t *testing.T) {
+	t.Parallel()
+	e, _ := startEarlyEdge(t, true)
+	c, err := net.Dial("tcp", e.Addrs().HTTPS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMovedPermanently || !strings.HasPrefix(res.Header.Get("Location"), "https://localhost") {
+		t.Errorf("status %d, Location %q; want 301 to https", res.StatusCode, res.Header.Get("Location"))
 	}
 }

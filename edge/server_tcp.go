@@ -105,12 +105,13 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 		}
 		c = &countedConn{Conn: c, release: func() { s.conns1.release(peer) }}
 	}
+	deadline := time.Now().Add(s.base.Timeouts.Handshake.D()) // the hello read early included
 	if s.refuseTCP(c, peer) { // limits.refuse_early (early.go)
 		return nil
 	}
 	rc := &recordingConn{Conn: c}
 	tc := tls.Server(rc, s.tlsConf)
-	ctx, cancel := context.WithTimeout(s.hsCtx, s.base.Timeouts.Handshake.D())
+	ctx, cancel := context.WithDeadline(s.hsCtx, deadline)
 	err := tc.HandshakeContext(ctx) // closes the connection when ctx ends
 	cancel()
 	first := rc.stop()
