@@ -105,8 +105,10 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 		}
 		c = &countedConn{Conn: c, release: func() { s.conns1.release(peer) }}
 	}
-	deadline := time.Now().Add(s.base.Timeouts.Handshake.D()) // the hello read early included
-	if s.refuseTCP(c, peer) { // limits.refuse_early (early.go)
+	// One deadline for the hello read early (limits.refuse_early, early.go)
+	// and the handshake.
+	deadline := time.Now().Add(s.base.Timeouts.Handshake.D())
+	if s.refuseTCP(c, peer) {
 		return nil
 	}
 	rc := &recordingConn{Conn: c}
