@@ -34,6 +34,7 @@ type reqState struct {
 	ja4         string
 	weight      int
 	action      string
+	dryRun      bool   // the site runs dry: action is what the policy would have done (dryRun)
 	reason      string // why the edge answered itself with an error (reasons.go), for the log
 	challenge   *fplog.Challenge
 	rules       []string
@@ -227,6 +228,7 @@ func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
 		Weight:    st.weight,
 		Rules:     st.rules,
 		Action:    st.action,
+		DryRun:    st.dryRun,
 		Reason:    st.reason,
 		Challenge: st.challenge,
 		Status:    status,

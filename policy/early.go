@@ -25,10 +25,9 @@ import (
 // (unless a connection matcher already rules it out): if it would decide
 // anything but DENY, the answer is false; if it would weigh, its weight
 // widens the span of weights a request may reach. Every signal may fire or
-// not. The thresholds must then decide DENY at every weight of the span,
-// with the site calm and in a storm; a threshold that is a CEL expression
-// not reduced to comparisons of the weight (and storm) makes the answer
-// false: it may read the site's pressure, which changes by the second.
+// not. The thresholds must then decide DENY at every weight of the span;
+// a threshold that is a CEL expression not reduced to comparisons of the
+// weight makes the answer false.
 
 // ConnInfo is what the policy can know of a connection before its first
 // request: the fields of Request that the connection fixes. The edge fills
@@ -204,20 +203,17 @@ func (p *Policy) thresholdsDeny(lo, hi int) bool {
 }
 
 // thresholdDenies reports whether the threshold deciding weight w denies,
-// in a calm site and in a storm alike (a threshold may read storm: the
-// site's state when the request comes, not the connection's).
+// calm or in a storm alike: the edge refuses early only what every request
+// would be denied whatever the site's load.
 func (p *Policy) thresholdDenies(w int) bool {
-	for _, storm := range [2]bool{false, true} {
-		denies := false
-		for i := range p.thresholds {
-			if t := &p.thresholds[i]; t.pred.eval(int64(w), storm) {
-				denies = t.action == DENY
-				break
-			}
-		}
-		if !denies {
-			return false // another action, or no threshold: ALLOW
+	return p.thresholdDeniesIn(w, false) && p.thresholdDeniesIn(w, true)
+}
+
+func (p *Policy) thresholdDeniesIn(w int, storm bool) bool {
+	for i := range p.thresholds {
+		if t := &p.thresholds[i]; t.pred.eval(int64(w), storm) {
+			return t.action == DENY
 		}
 	}
-	return true
+	return false // no threshold: ALLOW
 }

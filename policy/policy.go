@@ -73,6 +73,11 @@ type Options struct {
 	// naming the rule's file:line; when nil, divert_to: names are not
 	// checked (Policy.DivertTargets lists them for the caller to check).
 	DivertTargets []string
+	// Strict makes an unknown key (a top-level section, a rule's key, a
+	// status_codes: key) an error naming its file:line instead of a
+	// warning: for CI (edge policy check -strict). Anubis-only sections,
+	// which are known and ignored, stay warnings.
+	Strict bool
 }
 
 // Geo says which geo databases exist (edge.yaml geo:).

@@ -31,12 +31,17 @@ type Config struct {
 	// Storm switches storm mode of each site on and off by its upstreams'
 	// pressure, with hysteresis (the policy's storm variable, and
 	// challenge.when: storm).
-	Storm Storm `yaml:"storm"`
-	Geo          GeoConfig       `yaml:"geo"`
+	Storm Storm     `yaml:"storm"`
+	Geo   GeoConfig `yaml:"geo"`
 	// Divert names the upstreams a policy's DIVERT rules send requests to
 	// (a tarpit such as iocaine or Nepenthes) instead of the site's.
 	Divert         map[string]DivertTarget `yaml:"divert"`
 	TrustedProxies []Prefix                `yaml:"trusted_proxies"` // CIDRs whose X-Forwarded-For is believed
+	// DryRun forwards every request as if the policy allowed it, and logs
+	// (fingerprint log dry_run: true) and counts what it would have done:
+	// to watch a new policy before enforcing it. A site's dry_run
+	// overrides it. Default false.
+	DryRun bool `yaml:"dry_run"`
 
 	// Demo marks the embedded `edge demo` configuration: every host is
 	// answered and the demo upstream is told the request's fingerprints.
@@ -139,6 +144,20 @@ type Site struct {
 	// AccessLog writes one line per request of the site, rotated and with
 	// client addresses as log.client_ip says.
 	AccessLog *AccessLog `yaml:"access_log"`
+	// Policy is the site's policy file; "" = the global policy. Sites that
+	// name the same file share one compiled policy.
+	Policy string `yaml:"policy"`
+	// DryRun, if set, overrides the global dry_run for the site.
+	DryRun *bool `yaml:"dry_run"`
+}
+
+// DryRunEnabled reports whether the site runs dry: its own dry_run, or
+// else global (the configuration's).
+func (s *Site) DryRunEnabled(global bool) bool {
+	if s.DryRun != nil {
+		return *s.DryRun
+	}
+	return global
 }
 
 // CompressEnabled reports whether the site compresses: Compress's default
