@@ -714,6 +714,25 @@ func unixHost(path string) string { return hex.EncodeToString([]byte(path)) + un
 
 const unixSuffix = ".sock.invalid:0"
 
+// UpstreamName is how logs, metrics and messages name an upstream: its URL
+// as configured, "unix:/run/app.sock" for a Unix socket (not the made-up
+// host the transport reads).
+func UpstreamName(u *url.URL) string {
+	if path, ok := UnixSocket(u.Host); ok {
+		return "unix:" + path
+	}
+	return u.String()
+}
+
+// AddrName is UpstreamName for a dial address (host:port):
+// "unix:/run/app.sock" for a Unix socket, else addr.
+func AddrName(addr string) string {
+	if path, ok := UnixSocket(addr); ok {
+		return "unix:" + path
+	}
+	return addr
+}
+
 // UnixSocket returns the socket path of a Unix-socket upstream's dial
 // address (the host of a URL ParseUpstream made of unix:/path.sock), or
 // false for any other address.
