@@ -97,7 +97,14 @@ func siteAttrs(cfg *config.Config, i int) []slog.Attr {
 	if cfg.Demo {
 		tls += " (any host)"
 	}
-	return append(attrs, slog.Any("routes", routes), slog.String("tls", tls))
+	attrs = append(attrs, slog.Any("routes", routes), slog.String("tls", tls))
+	if st.Policy != "" {
+		attrs = append(attrs, slog.String("policy", st.Policy))
+	}
+	if st.DryRunEnabled(cfg.DryRun) {
+		attrs = append(attrs, slog.Bool("dry_run", true)) // decides, logs, and forwards everything
+	}
+	return attrs
 }
 
 func upstreamStrings(us config.Upstreams) []string {

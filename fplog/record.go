@@ -52,9 +52,18 @@ type Record struct {
 	JA4H         string
 	UserAgent    string
 	ClientFamily string
-	Weight       int
-	Rules        []string
-	Action       string
+	// Cluster is the client cluster the request counted for in the
+	// upstream's line: 16 hex digits (the edge's cluster key).
+	Cluster string
+	// Pressure is the pressure of the site's upstreams (0 to 1) when the
+	// request was judged, written to two decimals; left out when zero.
+	Pressure float64
+	Weight   int
+	Rules    []string
+	Action   string
+	// DryRun marks a request the edge forwarded although Action says what
+	// the policy decided (the configuration's dry_run).
+	DryRun bool
 	// Reason says why the edge answered the request itself with an
 	// error instead of passing it on: a snake_case word from the edge's
 	// fixed list ("bad_path", "method_not_allowed", …). Empty when the
@@ -156,6 +165,12 @@ func (r *Record) appendJSON(b []byte, ip []byte) []byte {
 	b = appendField(b, `"ja4h":`, r.JA4H)
 	b = appendField(b, `"user_agent":`, r.UserAgent)
 	b = appendField(b, `"client_family":`, r.ClientFamily)
+	b = appendField(b, `"cluster":`, r.Cluster)
+	if p := math.Round(r.Pressure*100) / 100; p > 0 && p <= 1 {
+		b = append(b, `"pressure":`...)
+		b = strconv.AppendFloat(b, p, 'f', -1, 64)
+		b = append(b, ',')
+	}
 	b = append(b, `"weight":`...)
 	b = strconv.AppendInt(b, int64(r.Weight), 10)
 	if len(r.Rules) > 0 {
@@ -171,6 +186,9 @@ func (r *Record) appendJSON(b []byte, ip []byte) []byte {
 	if r.Action != "" {
 		b = append(b, `,"action":`...)
 		b = appendString(b, r.Action)
+	}
+	if r.DryRun {
+		b = append(b, `,"dry_run":true`...)
 	}
 	if r.Reason != "" {
 		b = append(b, `,"reason":`...)
@@ -371,9 +389,12 @@ type line struct {
 	JA4H         string     `json:"ja4h"`
 	UserAgent    string     `json:"user_agent"`
 	ClientFamily string     `json:"client_family"`
+	Cluster      string     `json:"cluster"`
+	Pressure     float64    `json:"pressure"`
 	Weight       int        `json:"weight"`
 	Rules        []string   `json:"rules"`
 	Action       string     `json:"action"`
+	DryRun       bool       `json:"dry_run"`
 	Reason       string     `json:"reason"`
 	Challenge    *challenge `json:"challenge"`
 	Status       int        `json:"status"`
@@ -421,9 +442,11 @@ func ParseLine(data []byte) (Record, error) {
 		JA4H:         l.JA4H,
 		UserAgent:    l.UserAgent,
 		ClientFamily: l.ClientFamily,
+		Cluster:      l.Cluster,
 		Weight:       l.Weight,
 		Rules:        l.Rules,
 		Action:       l.Action,
+		DryRun:       l.DryRun,
 		Reason:       l.Reason,
 		Status:       l.Status,
 		Bytes:        l.Bytes,
@@ -452,5 +475,9 @@ func ParseLine(data []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: duration_ms %v out of range", ErrBadLine, l.DurationMS)
 	}
 	r.Duration = time.Duration(math.Round(l.DurationMS*1000)) * time.Microsecond
+	if l.Pressure < 0 || l.Pressure > 1 || math.IsNaN(l.Pressure) {
+		return Record{}, fmt.Errorf("%w: pressure %v out of range", ErrBadLine, l.Pressure)
+	}
+	r.Pressure = l.Pressure
 	return r, nil
 }

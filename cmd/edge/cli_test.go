@@ -119,6 +119,7 @@ func TestErrorsExitAndPrefix(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	badPolicy := writeFile(t, dir, "badpol.yaml", "bots:\n  - name: x\n    action: FOO\n")
+	typoPolicy := writeFile(t, dir, "typo.yaml", "bots:\n  - name: x\n    colour: red\n    path_regex: ^/a\n    action: DENY\n")
 	badCfg := writeFile(t, dir, "bad.yaml", "policy: "+badPolicy+"\ntls: {mode: self-signed, cache: \"\"}\nsites: [{hosts: [a.test], upstream: \"http://127.0.0.1:1\"}]\n")
 	badGeo := writeFile(t, dir, "geo.yaml", "geo: {asn_db: "+badPolicy+"}\ntls: {mode: self-signed, cache: \"\"}\nsites: [{hosts: [a.test], upstream: \"http://127.0.0.1:1\"}]\n")
 	selfSigned := writeFile(t, dir, "acme.yaml", "tls: {mode: acme, cache: "+dir+"/state}\nsites: [{hosts: [a.example], upstream: \"http://127.0.0.1:1\"}]\n")
@@ -145,6 +146,8 @@ func TestErrorsExitAndPrefix(t *testing.T) {
 		{"config check bad policy", []string{"config", "check", badCfg}, 1, "edge: " + badCfg + ":1: policy: invalid policy:"},
 		{"config check missing", []string{"config", "check", missing}, 1, "edge: read config:"},
 		{"policy check bad", []string{"policy", "check", badPolicy}, 1, "edge: policy: invalid policy: " + badPolicy + ":2:"},
+		{"policy check unknown key", []string{"policy", "check", typoPolicy}, 0, "edge: warning: " + typoPolicy + `:3: rule "x": unknown key "colour" ignored`},
+		{"policy check -strict unknown key", []string{"policy", "check", "-strict", typoPolicy}, 1, "edge: policy: invalid policy: " + typoPolicy + `:3: rule "x": unknown key "colour"`},
 		{"policy check missing", []string{"policy", "check", missing}, 1, "edge: policy: open " + missing},
 		{"policy check no file", []string{"policy", "check"}, 2, "edge: policy check: missing FILE"},
 		{"policy explain bad policy", []string{"policy", "explain", "-policy", badPolicy}, 1, "edge: policy: invalid policy:"},
@@ -164,7 +167,7 @@ func TestErrorsExitAndPrefix(t *testing.T) {
 		{"hash-password empty", []string{"hash-password"}, 1, "edge: no password on standard input"},
 		{"trust missing", []string{"trust", missing}, 1, "edge: read config:"},
 		{"trust not self-signed", []string{"trust", selfSigned}, 1, "edge: " + selfSigned + ":1: tls.mode: is \"acme\""},
-		{"completion fish", []string{"completion", "fish"}, 2, `edge: completion: unknown shell "fish"`},
+		{"completion tcsh", []string{"completion", "tcsh"}, 2, `edge: completion: unknown shell "tcsh"`},
 		{"version with argument", []string{"version", "x"}, 2, `edge: version: unexpected argument "x"`},
 		{"help unknown", []string{"help", "frobnicate"}, 2, `edge: unknown command "frobnicate"`},
 	} {

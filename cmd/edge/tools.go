@@ -19,10 +19,15 @@ func policyCheckCommand() *command {
 of an Anubis policy that this edge does not use are warnings. The last line
 says whether Maat's own signals add weight under the policy: a signals:
 section turns them on, and an Anubis policy turns them on with one line
-under bots:, "- import: (builtin)/maat-signals.yaml".`,
-		flags: func(*flag.FlagSet) func(context.Context, stdio, []string) error {
+under bots:, "- import: (builtin)/maat-signals.yaml".
+
+With -strict (for CI), an unknown key (a section, a rule's key, a
+status_codes: key) is an error, and the exit status 1, instead of a
+warning.`,
+		flags: func(fs *flag.FlagSet) func(context.Context, stdio, []string) error {
+			strict := fs.Bool("strict", false, "unknown keys are errors, not warnings")
 			return func(_ context.Context, s stdio, args []string) error {
-				warnings, signals, err := ops.CheckPolicy(args[0])
+				warnings, signals, err := ops.CheckPolicy(args[0], *strict)
 				if err != nil {
 					return err
 				}
@@ -42,7 +47,8 @@ func policyExplainCommand() *command {
 		doc: `Describes a request with flags, or with one line of the fingerprint log
 (-from-log LINE, or -from-log - to read it from standard input; flags given
 as well override the line's fields), and explains it with the policy of
--config FILE, of -policy FILE alone, or the built-in default.
+-config FILE (the policy of the site of -host, sites[].policy, or the
+global one), of -policy FILE alone, or the built-in default.
 
 It runs the checks the live edge runs before the policy: crawler
 verification for a User-Agent that claims a known crawler (reverse and

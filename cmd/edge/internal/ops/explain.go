@@ -39,7 +39,9 @@ type ExplainRequest struct {
 // ExplainOptions choose the policy that explains and how its checks run.
 type ExplainOptions struct {
 	// Config supplies the policy with its geo databases (opened to look
-	// the address up) and divert targets. If nil, Policy is used.
+	// the address up) and divert targets: the policy of the site of the
+	// request's Host (sites[].policy), or the global one. If nil, Policy
+	// is used.
 	Config *config.Config
 	// Policy is a policy file to explain with, without a configuration.
 	// If it and Config are empty, the built-in default policy is.
@@ -66,7 +68,7 @@ func ExplainPolicy(ctx context.Context, er ExplainRequest, o ExplainOptions) (st
 
 // explain is ExplainPolicy, with the decision and the policy that made it.
 func explain(ctx context.Context, er ExplainRequest, o ExplainOptions) (string, policy.Decision, *policy.Policy, error) {
-	p, db, err := explainPolicy(&o)
+	p, db, err := explainPolicy(&o, er.Host)
 	if err != nil {
 		return "", policy.Decision{}, nil, err
 	}
@@ -111,15 +113,16 @@ func headerValue(h http.Header, k string) string {
 	return ""
 }
 
-// explainPolicy loads the policy of o, and its geo databases.
-func explainPolicy(o *ExplainOptions) (*policy.Policy, *geo.DB, error) {
+// explainPolicy loads the policy of o (with a configuration, the policy of
+// the site of host), and its geo databases.
+func explainPolicy(o *ExplainOptions, host string) (*policy.Policy, *geo.DB, error) {
 	switch {
 	case o.Config != nil && o.Policy != "":
 		return nil, nil, errors.New("edge: explain with a configuration or a policy file, not both")
 	case o.Config != nil:
-		p, err := edge.LoadPolicy(o.Config)
+		p, key, err := edge.LoadPolicyForHost(o.Config, host)
 		if err != nil {
-			return nil, nil, o.Config.Locate(&config.Error{File: o.Config.File, Key: "policy", Err: err})
+			return nil, nil, o.Config.Locate(&config.Error{File: o.Config.File, Key: key, Err: err})
 		}
 		g := o.Config.Geo
 		if g == (config.GeoConfig{}) {

@@ -22,9 +22,10 @@ import (
 
 // CheckPolicy validates a policy file, ours or Anubis's, and returns its
 // warnings and a sentence that says whether Maat's own signals add weight
-// under it (policy.Policy.MaatSignals). Errors name file:line.
-func CheckPolicy(path string) (warnings []string, signals string, err error) {
-	p, err := policy.Load(path, policy.Options{})
+// under it (policy.Policy.MaatSignals). Errors name file:line. strict
+// makes unknown keys errors (policy.Options.Strict).
+func CheckPolicy(path string, strict bool) (warnings []string, signals string, err error) {
+	p, err := policy.Load(path, policy.Options{Strict: strict})
 	if err != nil {
 		return nil, "", err
 	}
