@@ -29,8 +29,8 @@ import (
 // /refresh/… metarefresh, /slow/… a PoW too hard to finish (falls back to the
 // wait), /shot/… a PoW too hard to finish, which stays on its page while the
 // test looks at it, /bits/N/… a PoW of N bits, /nowait/… a PoW without the
-// wait, /deny the deny page; anything else a PoW of 16 bits with a wait of a
-// second offered.
+// wait, /longwait/… a PoW with a wait of a minute, /deny the deny page;
+// anything else a PoW of 16 bits with a wait of a second offered.
 type site struct {
 	c          *Challenger
 	slow       *Challenger // gives up solving after a second
@@ -88,6 +88,8 @@ func newSite(t testing.TB) *site {
 			spec.Algorithm, spec.Wait = "metarefresh", 0 // Config.Wait
 		case strings.HasPrefix(p, "/nowait/"):
 			spec.Wait = 0
+		case strings.HasPrefix(p, "/longwait/"):
+			spec.Wait = time.Minute // stays while a test reads it
 		case strings.HasPrefix(p, "/slow/"):
 			spec.Bits, c = 34, s.slow
 		case strings.HasPrefix(p, "/shot/"):
@@ -277,6 +279,44 @@ func TestBrowser(t *testing.T) {
 		}
 		if got[1] == nil || strings.Contains(got[1].(string), "Time left") {
 			t.Errorf("speed line when the status said Done: %q; want no time left", got[1])
+		}
+	})
+
+	// Without JavaScript the page says one thing: what happens without it
+	// (a wait, or that JavaScript is needed), not also that the browser
+	// calculates and the visitor has nothing to do. With JavaScript, the
+	// intro is there.
+	t.Run("no JavaScript page does not contradict itself", func(t *testing.T) {
+		t.Parallel()
+		const intro = "This site asks your browser to do a small calculation"
+		for _, tc := range []struct {
+			path, js string
+			want     []string
+		}{
+			{"/longwait/nojs-text", "off", []string{"JavaScript is turned off", "Please wait 60 seconds"}},
+			{"/nowait/nojs-text", "off", []string{"This site needs JavaScript to let you in"}},
+			{"/shot/nojs-text", "on", []string{intro}},
+		} {
+			tab := newTab(t, browser)
+			actions := []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + tc.path)}
+			if tc.js == "off" {
+				actions = append([]chromedp.Action[chromedp.Void]{noJS}, actions...)
+			}
+			if err := chromedp.Do(tab, actions...); err != nil {
+				t.Fatal(err)
+			}
+			text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.innerText`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("%s, JavaScript %s: text lacks %q:\n%s", tc.path, tc.js, w, text)
+				}
+			}
+			if tc.js == "off" && (strings.Contains(text, intro) || strings.Contains(text, "You don't need to do anything")) {
+				t.Errorf("%s, JavaScript off: the page also says the browser calculates:\n%s", tc.path, text)
+			}
 		}
 	})
 

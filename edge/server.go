@@ -209,6 +209,7 @@ func newServer(cfg config.Config, log *slog.Logger, hooks testHooks) (_ *Server,
 			nil, func() float64 { return float64(w.Dropped()) })
 	}
 	s.tlsConf = s.certs.TLSConfig()
+	s.tlsConf.GetCertificate = refuseUnknownNames(s.tlsConf.GetCertificate)
 	_, s.env.HTTPSPort, _ = net.SplitHostPort(cfg.Listen.HTTPS)
 
 	h, err := NewHandler(cfg, s.env)

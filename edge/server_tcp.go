@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/park"
 	"github.com/maatproxy/maat/httpfp"
@@ -129,7 +130,11 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 			return nil // helloError logged it already, once
 		}
 		// A hello that crypto/tls refused was still fingerprinted: say which.
-		attrs := []slog.Attr{slog.String("remote", c.RemoteAddr().String()), slog.String("error", err.Error())}
+		msg := err.Error()
+		if rc.unknownName {
+			msg = "the server name (SNI) is no site's: refused with the TLS alert unrecognized_name"
+		}
+		attrs := []slog.Attr{slog.String("remote", c.RemoteAddr().String()), slog.String("error", msg)}
 		if fp := tlsfp.ConnOf(c).Fingerprint(); fp != nil {
 			attrs = append(attrs, slog.String("ja4", fp.JA4), slog.String("sni", fp.SNI))
 		}
@@ -333,6 +338,30 @@ type recordingConn struct {
 	net.Conn
 	rec  []byte
 	done bool
+	// unknownName: the hello's server name is no site's
+	// (refuseUnknownNames); set and read in the handshake's goroutine.
+	unknownName bool
+}
+
+// refuseUnknownNames wraps the certificate manager's GetCertificate so that
+// a hello whose server name no site serves (certs.ErrUnknownHost: in
+// self-signed and acme modes) is refused with the alert unrecognized_name
+// (RFC 6066, section 3), which says what is wrong, instead of the
+// internal_error crypto/tls sends for an error of GetCertificate: answering
+// no certificate and no error leaves crypto/tls without one, which it
+// refuses so. No certificate of another site is shown to a client that
+// did not name it (a scanner learns no site's name from the address).
+func refuseUnknownNames(get func(*tls.ClientHelloInfo) (*tls.Certificate, error)) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		c, err := get(hello)
+		if errors.Is(err, certs.ErrUnknownHost) {
+			if rc, ok := hello.Conn.(*recordingConn); ok {
+				rc.unknownName = true
+			}
+			return nil, nil
+		}
+		return c, err
+	}
 }
 
 const maxRecorded = 4 << 10

@@ -232,7 +232,7 @@ func newSiteLoadOf(cfg *config.Config, sc *config.Site, routes []*route) *siteLo
 		}
 		hosts := make([]string, 0, len(us))
 		for _, u := range us {
-			hosts = append(hosts, u.Host)
+			hosts = append(hosts, config.AddrName(u.Host)) // unix:/path.sock for a socket
 		}
 		pools = append(pools, rt.pool)
 		names = append(names, strings.Join(hosts, ","))

@@ -92,7 +92,8 @@ func Find(ctx context.Context, files []string, id string) (Found, error) {
 		}
 		ok, err := f.findIn(name, id)
 		if errors.Is(err, fs.ErrNotExist) && !strings.HasSuffix(name, ".gz") {
-			// Compressed since it was listed: name.gz is the same file.
+			// Compressed since it was listed: name.gz is the same file
+			// (findIn records the name it found the record in).
 			ok, err = f.findIn(name+".gz", id)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
