@@ -30,24 +30,21 @@ import (
 // changes once built; a reload builds a new one. It is safe for concurrent
 // use.
 type Handler struct {
-	cfg     config.Config
-	env     Env
-	sites   *siteTable
-	trusted forwarded.Proxies
-	global  *sitePolicy // the global policy; a site may have its own (policyFor)
-	// connPolicies are the policies that must all deny a connection for
-	// it to be refused early (deniesConn); nil when none can be.
-	connPolicies []*policy.Policy
-	policy       *policy.Policy
-	challenger   *challenge.Challenger
-	maat         http.Handler        // everything under /.maat/
-	upstream     *upstream.Transport // the upstreams' client: connection slots, failover
-	bufs         *upstream.BufferPool
-	proxy        *httputil.ReverseProxy
-	compressed   http.Handler // answer, with responses compressed where they qualify
-	diverts      map[string]*diverter
-	prebufs      sync.Pool // *[]byte of prebufferBytes
-	own          []func()  // closes what NewHandler opened for a zero Env field
+	cfg        config.Config
+	env        Env
+	sites      *siteTable
+	trusted    forwarded.Proxies
+	global     *sitePolicy // the global policy; a site may have its own (policyFor)
+	policy     *policy.Policy
+	challenger *challenge.Challenger
+	maat       http.Handler        // everything under /.maat/
+	upstream   *upstream.Transport // the upstreams' client: connection slots, failover
+	bufs       *upstream.BufferPool
+	proxy      *httputil.ReverseProxy
+	compressed http.Handler // answer, with responses compressed where they qualify
+	diverts    map[string]*diverter
+	prebufs    sync.Pool // *[]byte of prebufferBytes
+	own        []func()  // closes what NewHandler opened for a zero Env field
 }
 
 // NewHandler builds the Handler of cfg. What outlives a configuration comes

@@ -111,7 +111,7 @@ func upstreamStrings(us config.Upstreams) []string {
 	out := make([]string, 0, len(us))
 	for _, u := range us {
 		if u != nil {
-			out = append(out, u.String())
+			out = append(out, config.UpstreamName(u))
 		}
 	}
 	return out

@@ -23,8 +23,8 @@ type metrics struct {
 	handshakes   *prometheus.CounterVec   // result (ok|failed|plain_http), proto (tcp|quic)
 	limited      *prometheus.CounterVec   // limit: requests and connections refused by a limits: bound
 	diverted     *prometheus.CounterVec   // target: requests sent to a divert: target
-	dryRun       *prometheus.CounterVec   // site, action: requests a site running dry forwarded, by the action they would have had
 	refusedEarly *prometheus.CounterVec   // transport (tcp|quic): connections refused at the ClientHello
+	dryRun       *prometheus.CounterVec   // site, action: requests a site running dry forwarded, by the action they would have had
 }
 
 // newMetrics registers the series; certStatus, if not nil, reports the
@@ -62,14 +62,14 @@ func newMetrics(certStatus func() []certs.NameStatus) *metrics {
 	m.diverted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "maat_diverted_total", Help: "Requests a DIVERT rule sent to a divert target, by target.",
 	}, []string{"target"})
-	m.dryRun = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "maat_dry_run_total", Help: "Requests forwarded by a site in dry_run, by the action the policy would have taken.",
-	}, []string{"site", "action"})
 	m.refusedEarly = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "maat_refused_early_total", Help: "Connections refused at their ClientHello because the policy denies every request on them (limits.refuse_early), by transport.",
 	}, []string{"transport"})
 	m.refusedEarly.WithLabelValues("tcp")
 	m.refusedEarly.WithLabelValues("quic")
+	m.dryRun = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "maat_dry_run_total", Help: "Requests forwarded by a site in dry_run, by the action the policy would have taken.",
+	}, []string{"site", "action"})
 	m.reg.MustRegister(m.dryRun, m.refusedEarly, m.diverted, m.limited, m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectorFunc{desc: certExpiry, collect: func(ch chan<- prometheus.Metric) {

@@ -202,6 +202,7 @@ func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
 		status = st.status
 	}
 	h.env.metrics.requests.WithLabelValues(st.siteName(), st.action, protoLabel(r.ProtoMajor)).Inc()
+	h.record(st)
 	if st.site != nil && st.site.access != nil {
 		st.site.access.Write(&fplog.AccessRecord{
 			Time: st.start, RequestID: st.id, RemoteIP: st.client, User: st.user, Method: r.Method, URI: r.RequestURI,

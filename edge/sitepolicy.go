@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"slices"
 
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/edge/config"
@@ -61,39 +60,7 @@ func (h *Handler) buildPolicies() error {
 		}
 		h.sites.list[i].policy = sp
 	}
-	h.connPolicies = h.earlyPolicies()
 	return nil
-}
-
-// earlyPolicies are the distinct policies of every site, which must all
-// deny a connection for it to be refused at its ClientHello: a connection
-// may carry requests for any site (the Host header, not the SNI, chooses
-// it; browsers coalesce connections). None (nil) when a site runs dry,
-// since a dry run forwards everything, or when a policy can deny no
-// connection.
-func (h *Handler) earlyPolicies() []*policy.Policy {
-	var out []*policy.Policy
-	for _, s := range h.sites.list {
-		p := h.policyFor(s).policy
-		if s.dryRun || !p.DeniesConns() {
-			return nil
-		}
-		if !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// deniesConn reports whether every site's policy denies every request of
-// the connection c (early refusal).
-func (h *Handler) deniesConn(c *policy.ConnInfo) bool {
-	for _, p := range h.connPolicies {
-		if !p.DenyConn(c) {
-			return false
-		}
-	}
-	return len(h.connPolicies) > 0
 }
 
 // newSitePolicy compiles the policy file (or the built-in default for "")

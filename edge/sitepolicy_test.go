@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/maatproxy/maat/edge/config"
-	"github.com/maatproxy/maat/policy"
+	"github.com/maatproxy/maat/tlsfp"
 )
 
 const (
@@ -86,8 +86,13 @@ func TestEarlyRefusalWithSitePolicies(t *testing.T) {
 	noCurl := writePolicy(t, "nocurl.yaml", "bots:\n  - { name: no-curl, client_family: [curl], action: DENY }\n")
 	noQUIC := writePolicy(t, "noquic.yaml", "bots:\n  - { name: no-quic, ja4: [\"q*\"], action: DENY }\n")
 	both := writePolicy(t, "both.yaml", "bots:\n  - { name: no-curl, client_family: [curl], action: DENY }\n  - { name: no-quic, ja4: [\"q*\"], action: DENY }\n")
-	curl := policy.ConnInfo{RemoteAddr: netip.MustParseAddr("192.0.2.1"), ClientFamily: "curl", JA4: "t13d1712h2_aaaaaaaaaaaa_bbbbbbbbbbbb"}
-	quic := policy.ConnInfo{RemoteAddr: netip.MustParseAddr("192.0.2.1"), ClientFamily: "chrome", JA4: "q13d0310h3_55b375c5d22e_cd85d2d88918"}
+	peer := netip.MustParseAddr("192.0.2.1")
+	curl := &tlsfp.Fingerprint{JA4: "t13d1712h2_aaaaaaaaaaaa_bbbbbbbbbbbb", Client: tlsfp.Client{Family: "curl"}}
+	quic := &tlsfp.Fingerprint{JA4: "q13d0310h3_55b375c5d22e_cd85d2d88918", Client: tlsfp.Client{Family: "chrome"}}
+	denied := func(h *Handler, fp *tlsfp.Fingerprint) bool {
+		_, deny := h.denyConn(fp, peer)
+		return h.refusesEarly() && deny
+	}
 	site := func(host, extra string) string {
 		return "  - { hosts: [" + host + "], upstream: \"http://127.0.0.1:1\"" + extra + " }\n"
 	}
@@ -108,10 +113,10 @@ func TestEarlyRefusalWithSitePolicies(t *testing.T) {
 			if got := h.refusesEarly(); got != tt.early {
 				t.Errorf("refusesEarly = %v, want %v", got, tt.early)
 			}
-			if got := h.refusesEarly() && h.deniesConn(&curl); got != tt.curl {
+			if got := denied(h, curl); got != tt.curl {
 				t.Errorf("curl refused early: %v, want %v", got, tt.curl)
 			}
-			if got := h.refusesEarly() && h.deniesConn(&quic); got != tt.qui {
+			if got := denied(h, quic); got != tt.qui {
 				t.Errorf("a QUIC client refused early: %v, want %v", got, tt.qui)
 			}
 		})

@@ -252,7 +252,7 @@ func (h *Handler) newChallenger(p *policy.Policy) (*challenge.Challenger, error)
 	if err != nil {
 		return nil, &config.Error{File: cfg.File, Key: "challenge.bind", Err: err}
 	}
-	m := h.env.metrics
+	m, rec := h.env.metrics, h.env.console
 	challengeStatus, denyStatus := p.StatusCodes()
 	c, err := challenge.New(challenge.Config{
 		ChallengeStatus: challengeStatus,
@@ -268,10 +268,16 @@ func (h *Handler) newChallenger(p *policy.Policy) (*challenge.Challenger, error)
 		PolicyURL:       cfg.Challenge.PolicyURL,
 		OnPass: func(_ *http.Request, sp challenge.Spec, solve time.Duration) {
 			m.challenges.WithLabelValues("passed", sp.Algorithm).Inc()
+			if rec != nil {
+				rec.ChallengeResult(time.Now(), true)
+			}
 			m.solve.Observe(solve.Seconds())
 		},
 		OnFail: func(r *http.Request, reason string) {
 			m.challenges.WithLabelValues("failed", reason).Inc()
+			if rec != nil {
+				rec.ChallengeResult(time.Now(), false)
+			}
 			if st := stateOf(r); st != nil {
 				st.action = fplog.ActionDeny
 				st.rules = append(st.rules, reason)

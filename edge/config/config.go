@@ -63,7 +63,11 @@ type Config struct {
 type Listen struct {
 	HTTPS string `yaml:"https"` // TCP (HTTP/1.1, HTTP/2) and UDP (HTTP/3); default ":443"
 	HTTP  string `yaml:"http"`  // ACME HTTP-01 and redirect to https; "" disables; default ":80"
-	Admin string `yaml:"admin"` // /healthz, /readyz, /metrics; "" disables; default "127.0.0.1:9100"
+	Admin string `yaml:"admin"` // the console (/), /healthz, /readyz, /metrics; "" disables; default "127.0.0.1:9100"
+	// AdminAuth, if set, asks for this user name and password (HTTP Basic
+	// authentication) on the admin listener's console and /metrics;
+	// /healthz and /readyz stay open for probes.
+	AdminAuth *AdminAuth `yaml:"admin_auth"`
 	// HTTP3 serves HTTP/3 on the UDP port of the same number as https's;
 	// false turns it off. If absent, true.
 	HTTP3 *bool `yaml:"http3"`
@@ -79,6 +83,12 @@ func (l *Listen) HTTP3Enabled() bool { return l.HTTP3 == nil || *l.HTTP3 }
 func (l *Listen) Same(o *Listen) bool {
 	return l.HTTPS == o.HTTPS && l.HTTP == o.HTTP && l.Admin == o.Admin &&
 		l.HTTP3Enabled() == o.HTTP3Enabled() && l.ProxyProtocol == o.ProxyProtocol
+}
+
+// AdminAuth is the admin listener's one user (listen.admin_auth).
+type AdminAuth struct {
+	User     string `yaml:"user"`
+	Password string `yaml:"password"` // the password itself: write it as ${file:…} or ${env:…}
 }
 
 // TLSConfig chooses where certificates come from.
@@ -703,6 +713,25 @@ func ParseUpstream(s string) (*url.URL, error) {
 func unixHost(path string) string { return hex.EncodeToString([]byte(path)) + unixSuffix }
 
 const unixSuffix = ".sock.invalid:0"
+
+// UpstreamName is how logs, metrics and messages name an upstream: its URL
+// as configured, "unix:/run/app.sock" for a Unix socket (not the made-up
+// host the transport reads).
+func UpstreamName(u *url.URL) string {
+	if path, ok := UnixSocket(u.Host); ok {
+		return "unix:" + path
+	}
+	return u.String()
+}
+
+// AddrName is UpstreamName for a dial address (host:port):
+// "unix:/run/app.sock" for a Unix socket, else addr.
+func AddrName(addr string) string {
+	if path, ok := UnixSocket(addr); ok {
+		return "unix:" + path
+	}
+	return addr
+}
 
 // UnixSocket returns the socket path of a Unix-socket upstream's dial
 // address (the host of a URL ParseUpstream made of unix:/path.sock), or

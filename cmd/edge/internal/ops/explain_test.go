@@ -49,7 +49,7 @@ const googlebotUA = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.
 const googlebotLine = `{"remote_ip":"127.0.0.1","host":"a.test","method":"GET","path":"/page","proto":"HTTP/1.1","user_agent":"` + googlebotUA + `"}`
 
 // TestExplainAgreesWithLive: a request claiming Googlebot from an address
-// whose reverse name is not Google's is denied as fake-crawler, and one
+// whose reverse name is not Google's is denied as fake_crawler, and one
 // whose address verifies is allowed, by explain given the same resolver,
 // from flags and from the request's fingerprint log line, as by the live
 // edge: TestCrawlerVerificationLive (edge) holds the same table and checks
@@ -65,7 +65,7 @@ func TestExplainAgreesWithLive(t *testing.T) {
 		rule, says string
 	}{
 		{"fake googlebot", fakeDNS{ptr: map[string][]string{"127.0.0.1": {"host-1.example.net."}}},
-			"DENY", "fake-crawler", "googlebot FAILED"},
+			"DENY", "fake_crawler", "googlebot FAILED"},
 		{"real googlebot", fakeDNS{ptr: map[string][]string{"127.0.0.1": {"crawl-127-0-0-1.googlebot.com."}},
 			a: map[string][]netip.Addr{"crawl-127-0-0-1.googlebot.com.": {loop}, "crawl-127-0-0-1.googlebot.com": {loop}}},
 			"ALLOW", "", "googlebot verified"},
