@@ -87,7 +87,7 @@ func (h *Handler) newDiverters() map[string]*diverter {
 				}
 				// The tarpit is down, or did not answer within max_duration
 				// (its connections all busy): a plain deny, not an empty 200.
-				h.challenger.Deny(w, r, st.id, "policy")
+				h.policyFor(st.site).challenger.Deny(w, r, st.id, "policy")
 			},
 			BufferPool: upstream.NewBufferPool(),
 			// A cut at max_bytes or max_duration is the bound working,
@@ -128,14 +128,14 @@ func divertHeader(h http.Header, client string) http.Header {
 func (h *Handler) divert(w http.ResponseWriter, r *http.Request, st *reqState, name string) {
 	d := h.diverts[name]
 	if d == nil {
-		h.challenger.Deny(w, r, st.id, "policy")
+		h.policyFor(st.site).challenger.Deny(w, r, st.id, "policy")
 		return
 	}
 	select {
 	case d.slots <- struct{}{}:
 	default:
 		h.env.metrics.limited.WithLabelValues("divert_busy").Inc()
-		h.challenger.Deny(w, r, st.id, "policy")
+		h.policyFor(st.site).challenger.Deny(w, r, st.id, "policy")
 		return
 	}
 	defer func() { <-d.slots }()

@@ -426,7 +426,8 @@ func (s *Server) listenTCP(addr string) (net.Listener, error) {
 	if ln, ok := s.bound[addr]; ok {
 		return ln, nil
 	}
-	return net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", addr)
+	return ln, bindHint(addr, err)
 }
 
 // listenUDP binds addr, or returns the socket bound for it before Start.
@@ -434,7 +435,11 @@ func (s *Server) listenUDP(addr *net.UDPAddr) (net.PacketConn, error) {
 	if c, ok := s.udp0[addr.String()]; ok {
 		return c, nil
 	}
-	return net.ListenUDP("udp", addr)
+	c, err := net.ListenUDP("udp", addr)
+	if err != nil {
+		return nil, bindHint(addr.String(), err)
+	}
+	return c, nil
 }
 
 func (s *Server) track(ln net.Listener) {

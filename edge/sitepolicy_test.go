@@ -2,10 +2,12 @@ package edge
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/maatproxy/maat/edge/config"
+	"github.com/maatproxy/maat/tlsfp"
 )
 
 const (
@@ -73,5 +75,50 @@ func TestSitePolicyErrorsNameTheSite(t *testing.T) {
 	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Key != "sites[1].policy" || !strings.Contains(err.Error(), bad+":2:") {
 		t.Fatalf("err = %v, want one of sites[1].policy naming %s:2", err, bad)
+	}
+}
+
+// TestEarlyRefusalWithSitePolicies: a connection is refused at its
+// ClientHello only when every site's policy denies it (its requests may be
+// for any site), and never while a site runs dry.
+func TestEarlyRefusalWithSitePolicies(t *testing.T) {
+	t.Parallel()
+	noCurl := writePolicy(t, "nocurl.yaml", "bots:\n  - { name: no-curl, client_family: [curl], action: DENY }\n")
+	noQUIC := writePolicy(t, "noquic.yaml", "bots:\n  - { name: no-quic, ja4: [\"q*\"], action: DENY }\n")
+	both := writePolicy(t, "both.yaml", "bots:\n  - { name: no-curl, client_family: [curl], action: DENY }\n  - { name: no-quic, ja4: [\"q*\"], action: DENY }\n")
+	peer := netip.MustParseAddr("192.0.2.1")
+	curl := &tlsfp.Fingerprint{JA4: "t13d1712h2_aaaaaaaaaaaa_bbbbbbbbbbbb", Client: tlsfp.Client{Family: "curl"}}
+	quic := &tlsfp.Fingerprint{JA4: "q13d0310h3_55b375c5d22e_cd85d2d88918", Client: tlsfp.Client{Family: "chrome"}}
+	denied := func(h *Handler, fp *tlsfp.Fingerprint) bool {
+		_, deny := h.denyConn(fp, peer)
+		return h.refusesEarly() && deny
+	}
+	site := func(host, extra string) string {
+		return "  - { hosts: [" + host + "], upstream: \"http://127.0.0.1:1\"" + extra + " }\n"
+	}
+	for _, tt := range []struct {
+		name, yaml       string
+		early, curl, qui bool
+	}{
+		{"one policy", "policy: " + noCurl + "\nsites:\n" + site("a.test", ""), true, true, false},
+		{"global dry run", "policy: " + noCurl + "\ndry_run: true\nsites:\n" + site("a.test", ""), false, false, false},
+		{"one site dry", "policy: " + noCurl + "\nsites:\n" + site("a.test", "") + site("b.test", ", dry_run: true"), false, false, false},
+		{"a site whose policy denies no connection", "policy: " + noCurl + "\nsites:\n" + site("a.test", "") + site("b.test", ", policy: "+writePolicy(t, "allow.yaml", allowXPolicy)), false, false, false},
+		{"each policy denies another client", "policy: " + noCurl + "\nsites:\n" + site("a.test", "") + site("b.test", ", policy: "+noQUIC), true, false, false},
+		{"both policies deny curl", "policy: " + both + "\nsites:\n" + site("a.test", "") + site("b.test", ", policy: "+noCurl), true, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newTestHandler(t, "limits: {refuse_early: true}\n"+tt.yaml)
+			if got := h.refusesEarly(); got != tt.early {
+				t.Errorf("refusesEarly = %v, want %v", got, tt.early)
+			}
+			if got := denied(h, curl); got != tt.curl {
+				t.Errorf("curl refused early: %v, want %v", got, tt.curl)
+			}
+			if got := denied(h, quic); got != tt.qui {
+				t.Errorf("a QUIC client refused early: %v, want %v", got, tt.qui)
+			}
+		})
 	}
 }

@@ -49,8 +49,11 @@
 //     the request was judged; left out when zero.
 //   - weight: the total weight the policy gave the request.
 //   - rules: the names of the policy rules that matched, in order.
-//   - action: ALLOW, CHALLENGE, DENY, RATE (rate limited), or PASS (a valid
-//     pass cookie).
+//   - action: ALLOW, CHALLENGE, DENY, RATE (rate limited), DIVERT (sent to
+//     a divert target), or PASS (a valid pass cookie).
+//   - dry_run: true when the site runs dry (the edge's dry_run): the
+//     request was forwarded, and action is what the policy would have done;
+//     absent otherwise.
 //   - reason: why the edge answered the request itself with an error
 //     instead of passing it on, a snake_case word from a fixed list
 //     ("bad_path", "ambiguous_length", "method_not_allowed",
@@ -98,7 +101,7 @@
 //	    h2fp String, ja4h String, user_agent String, client_family LowCardinality(String),
 //	    cluster String, pressure Float32,
 //	    weight Int32, rules Array(String), action LowCardinality(String),
-//	    reason LowCardinality(String),
+//	    dry_run Bool, reason LowCardinality(String),
 //	    challenge Tuple(alg String, bits UInt16), status UInt16, bytes Int64,
 //	    duration_ms Float64
 //	) ENGINE = MergeTree ORDER BY time;
