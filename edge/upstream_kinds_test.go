@@ -30,7 +30,7 @@ func TestUnixSocketUpstream(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	h := newTestHandler(t, "policy: \"\"\nsites: [{hosts: [localhost], upstream: \"unix:"+sock+"\"}]\n")
 	for _, proto := range []string{"h1", "h2", "h3"} {
-		res, body := get(t, handlerClient(h, proto), handlerURL("/repo/x?y=1"), "User-Agent", "curl/8.5.0")
+		res, body := get(t, handlerClient(h, proto), handlerURL("/repo/x?y=1"), "User-Agent", "Go-http-client/1.1")
 		if res.StatusCode != 200 || body != "socket localhost /repo/x?y=1 https" {
 			t.Errorf("%s: %d %q", proto, res.StatusCode, body)
 		}
@@ -68,7 +68,7 @@ func TestHTTPSUpstream(t *testing.T) {
 				site = "{hosts: [localhost], upstream: " + up.URL + ", " + tt.tls + "}"
 			}
 			h := newTestHandler(t, "policy: \"\"\nsites: ["+site+"]\n")
-			res, body := get(t, handlerClient(h, "h2"), handlerURL("/p"), "User-Agent", "curl/8.5.0")
+			res, body := get(t, handlerClient(h, "h2"), handlerURL("/p"), "User-Agent", "Go-http-client/2.0")
 			if res.StatusCode != tt.status {
 				t.Fatalf("%d %q, want %d", res.StatusCode, body, tt.status)
 			}
