@@ -317,3 +317,17 @@ func RunAll(ctx context.Context, s *Server) (recs []Record, skipped []string) {
 	})
 	return recs, skipped
 }
+
+// Fetch runs c once against url, another server's (the edge under test):
+// url is the page's, ending in "/". The program's output is returned in the
+// error when it fails.
+func (c Client) Fetch(ctx context.Context, url string) error {
+	dir, err := os.MkdirTemp("", "testcapture")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	return c.run(ctx, &Server{URL: url}, dir)
+}
