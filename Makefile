@@ -5,14 +5,14 @@ PKGS    ?= ./...
 SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl haproxy:haproxy nginx:nginx \
            wget:wget python3:python3 npm:npm node:nodejs java:default-jdk-headless git:git \
            dpkg-deb:dpkg systemd-analyze:systemd man:man-db shellcheck:shellcheck \
-           zsh:zsh update-ca-certificates:ca-certificates script:bsdutils firefox-esr:firefox-esr
+           zsh:zsh fish:fish update-ca-certificates:ca-certificates script:bsdutils firefox-esr:firefox-esr
 # Packages without a command: fonts for the screenshots of the challenge page.
 # python3-requests: the known-client tables' python-requests capture
 # (internal/testcapture); java is the JDK's because its source launcher
 # (java Get.java) needs jdk.compiler, which a JRE lacks.
 SYSPKGS := fonts-noto-cjk python3-requests
 
-.PHONY: demo test deps check unit conformance test-next-go fuzz bench bench-peers attack build deb clean anubis-data
+.PHONY: image demo test deps check unit conformance test-next-go fuzz bench bench-peers attack build deb clean anubis-data
 
 demo:
 	$(GO) run ./cmd/edge demo
@@ -37,8 +37,24 @@ deb:
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags='-s -w' -o $(DEBDIR)/edge ./cmd/edge
 	$(GO) run ./dist/man -edge $(DEBDIR)/edge -o $(DEBDIR)/edge.1.gz
 	CGO_ENABLED=0 $(GO) run ./dist/notices -o $(DEBDIR)/copyright ./cmd/edge
+	$(DEBDIR)/edge completion bash > $(DEBDIR)/edge.bash
+	$(DEBDIR)/edge completion zsh > $(DEBDIR)/_edge
+	$(DEBDIR)/edge completion fish > $(DEBDIR)/edge.fish
 	VERSION='$(DEB_VERSION)' ARCH='$(DEB_ARCH)' DEBDIR='$(DEBDIR)' MAINTAINER='$(DEB_MAINTAINER)' \
 	  $(GO) tool nfpm package -f dist/nfpm.yaml -p deb -t $(DEBDIR)/
+
+# image builds the OCI image without a container daemon (dist/image, with
+# go-containerregistry): IMAGEDIR/oci is an OCI image layout, IMAGEDIR/edge.tar
+# a tarball for `docker load` / `podman load`, tagged maat/edge:VERSION and
+# :latest. Non-root (65532), entrypoint /usr/bin/edge, state in /data.
+IMAGEDIR  ?= bin/image
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+
+image:
+	@mkdir -p $(IMAGEDIR)
+	CGO_ENABLED=0 GOARCH=$(IMAGE_ARCH) $(GO) build -buildvcs=auto -trimpath -ldflags='-s -w' -o $(IMAGEDIR)/edge ./cmd/edge
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./dist/image -bin $(IMAGEDIR)/edge \
+	  -version '$(DEB_VERSION)' -revision "$$(git rev-parse HEAD 2>/dev/null)" -arch $(IMAGE_ARCH) -o $(IMAGEDIR)
 
 # test installs what the tests need when it is missing, then runs every test.
 test: deps check unit

@@ -188,6 +188,9 @@ func checkContents(t *testing.T, b pkgBuild) {
 		{"/usr/share/man/man1/edge.1.gz", "-rw-r--r-- root/root"},
 		{"/usr/share/doc/edge/copyright", "-rw-r--r-- root/root"},
 		{"/usr/share/doc/edge/README.md", "-rw-r--r-- root/root"},
+		{"/usr/share/bash-completion/completions/edge", "-rw-r--r-- root/root"},
+		{"/usr/share/zsh/vendor-completions/_edge", "-rw-r--r-- root/root"},
+		{"/usr/share/fish/vendor_completions.d/edge.fish", "-rw-r--r-- root/root"},
 		{"/usr/share/doc/edge/docs/configuration.md", "-rw-r--r-- root/root"},
 		{"/var/lib/edge", "drwxr-x--- root/root"},
 		{"/var/log/edge", "drwxr-x--- root/root"},
@@ -279,6 +282,22 @@ func checkInstalledFiles(t *testing.T, b pkgBuild, repo string) {
 	for _, d := range docs {
 		if _, err := os.Stat(filepath.Join(b.root, "usr/share/doc/edge/docs", filepath.Base(d))); err != nil {
 			t.Errorf("docs/%s is not installed: %v", filepath.Base(d), err)
+		}
+	}
+	// The completion files are what the packaged binary prints, where each
+	// shell looks for vendor completions.
+	for shell, path := range map[string]string{
+		"bash": "usr/share/bash-completion/completions/edge",
+		"zsh":  "usr/share/zsh/vendor-completions/_edge",
+		"fish": "usr/share/fish/vendor_completions.d/edge.fish",
+	} {
+		out, errOut, err := inRoot(t, b.root, "completion", shell)
+		if err != nil {
+			t.Errorf("edge completion %s: %v: %s", shell, err, errOut)
+			continue
+		}
+		if got := readFile(t, filepath.Join(b.root, path)); got != out || out == "" {
+			t.Errorf("/%s is not what edge completion %s prints", path, shell)
 		}
 	}
 	// The unit's User= is the user sysusers.d creates.

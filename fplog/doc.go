@@ -42,6 +42,11 @@
 //   - user_agent: as sent.
 //   - client_family: the client the JA4 is known to come from ("chrome",
 //     "firefox", "curl", …).
+//   - cluster: the client cluster the request counted for in the
+//     upstream's line (16 hex digits: a pass holder, else a TLS and HTTP/2
+//     stack in a network).
+//   - pressure: the site's upstream pressure, 0 to 1 in hundredths, when
+//     the request was judged; left out when zero.
 //   - weight: the total weight the policy gave the request.
 //   - rules: the names of the policy rules that matched, in order.
 //   - action: ALLOW, CHALLENGE, DENY, RATE (rate limited), or PASS (a valid
@@ -91,6 +96,7 @@
 //	    tls_version LowCardinality(String), sni String, alpn LowCardinality(String),
 //	    ja4 String, ja4_r String, ja4_o String, ja4_ro String, hfp String, hfp_r String,
 //	    h2fp String, ja4h String, user_agent String, client_family LowCardinality(String),
+//	    cluster String, pressure Float32,
 //	    weight Int32, rules Array(String), action LowCardinality(String),
 //	    reason LowCardinality(String),
 //	    challenge Tuple(alg String, bits UInt16), status UInt16, bytes Int64,

@@ -52,9 +52,15 @@ type Record struct {
 	JA4H         string
 	UserAgent    string
 	ClientFamily string
-	Weight       int
-	Rules        []string
-	Action       string
+	// Cluster is the client cluster the request counted for in the
+	// upstream's line: 16 hex digits (the edge's cluster key).
+	Cluster string
+	// Pressure is the pressure of the site's upstreams (0 to 1) when the
+	// request was judged, written to two decimals; left out when zero.
+	Pressure float64
+	Weight   int
+	Rules    []string
+	Action   string
 	// Reason says why the edge answered the request itself with an
 	// error instead of passing it on: a snake_case word from the edge's
 	// fixed list ("bad_path", "method_not_allowed", …). Empty when the
@@ -156,6 +162,12 @@ func (r *Record) appendJSON(b []byte, ip []byte) []byte {
 	b = appendField(b, `"ja4h":`, r.JA4H)
 	b = appendField(b, `"user_agent":`, r.UserAgent)
 	b = appendField(b, `"client_family":`, r.ClientFamily)
+	b = appendField(b, `"cluster":`, r.Cluster)
+	if p := math.Round(r.Pressure*100) / 100; p > 0 && p <= 1 {
+		b = append(b, `"pressure":`...)
+		b = strconv.AppendFloat(b, p, 'f', -1, 64)
+		b = append(b, ',')
+	}
 	b = append(b, `"weight":`...)
 	b = strconv.AppendInt(b, int64(r.Weight), 10)
 	if len(r.Rules) > 0 {
@@ -371,6 +383,8 @@ type line struct {
 	JA4H         string     `json:"ja4h"`
 	UserAgent    string     `json:"user_agent"`
 	ClientFamily string     `json:"client_family"`
+	Cluster      string     `json:"cluster"`
+	Pressure     float64    `json:"pressure"`
 	Weight       int        `json:"weight"`
 	Rules        []string   `json:"rules"`
 	Action       string     `json:"action"`
@@ -421,6 +435,7 @@ func ParseLine(data []byte) (Record, error) {
 		JA4H:         l.JA4H,
 		UserAgent:    l.UserAgent,
 		ClientFamily: l.ClientFamily,
+		Cluster:      l.Cluster,
 		Weight:       l.Weight,
 		Rules:        l.Rules,
 		Action:       l.Action,
@@ -452,5 +467,9 @@ func ParseLine(data []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: duration_ms %v out of range", ErrBadLine, l.DurationMS)
 	}
 	r.Duration = time.Duration(math.Round(l.DurationMS*1000)) * time.Microsecond
+	if l.Pressure < 0 || l.Pressure > 1 || math.IsNaN(l.Pressure) {
+		return Record{}, fmt.Errorf("%w: pressure %v out of range", ErrBadLine, l.Pressure)
+	}
+	r.Pressure = l.Pressure
 	return r, nil
 }

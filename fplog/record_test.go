@@ -47,11 +47,12 @@ var protocolRecords = []struct {
 			HFP: "h217_6f1c2d9a3b4e", HFPR: ":method,:authority,:scheme,:path,user-agent",
 			H2FP: "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p", JA4H: "ge20nn14enus_7cf2b917f4b0_000000000000_000000000000",
 			UserAgent: "Mozilla/5.0 (X11; Linux x86_64) Chrome/156.0", ClientFamily: "chrome",
+			Cluster: "3f9a1c0d5e7b2a64", Pressure: 0.63,
 			Weight: 12, Rules: []string{"browser-ua", "no-accept-language"}, Action: ActionChallenge,
 			Challenge: &Challenge{Alg: "pow", Bits: 16},
 			Status:    200, Bytes: 3021, Duration: 250 * time.Microsecond,
 		},
-		want: `{"time":"2026-12-03T10:32:08.123Z","request_id":"01JF3ZQ7X9T5W8M2K4R6P0B1CD","remote_ip":"2001:db8::1","asn":4200000000,"as_org":"Example \"Net\" B.V.","country":"NL","host":"wiki.example.org","method":"GET","path":"/w/index.php","proto":"HTTP/2.0","tls_version":"1.3","sni":"wiki.example.org","alpn":"h2","ja4":"t13d1516h2_8daaf6152771_02713d6af862","ja4_r":"r","ja4_o":"o","ja4_ro":"ro","hfp":"h217_6f1c2d9a3b4e","hfp_r":":method,:authority,:scheme,:path,user-agent","h2fp":"1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p","ja4h":"ge20nn14enus_7cf2b917f4b0_000000000000_000000000000","user_agent":"Mozilla/5.0 (X11; Linux x86_64) Chrome/156.0","client_family":"chrome","weight":12,"rules":["browser-ua","no-accept-language"],"action":"CHALLENGE","challenge":{"alg":"pow","bits":16},"status":200,"bytes":3021,"duration_ms":0.25}`,
+		want: `{"time":"2026-12-03T10:32:08.123Z","request_id":"01JF3ZQ7X9T5W8M2K4R6P0B1CD","remote_ip":"2001:db8::1","asn":4200000000,"as_org":"Example \"Net\" B.V.","country":"NL","host":"wiki.example.org","method":"GET","path":"/w/index.php","proto":"HTTP/2.0","tls_version":"1.3","sni":"wiki.example.org","alpn":"h2","ja4":"t13d1516h2_8daaf6152771_02713d6af862","ja4_r":"r","ja4_o":"o","ja4_ro":"ro","hfp":"h217_6f1c2d9a3b4e","hfp_r":":method,:authority,:scheme,:path,user-agent","h2fp":"1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p","ja4h":"ge20nn14enus_7cf2b917f4b0_000000000000_000000000000","user_agent":"Mozilla/5.0 (X11; Linux x86_64) Chrome/156.0","client_family":"chrome","cluster":"3f9a1c0d5e7b2a64","pressure":0.63,"weight":12,"rules":["browser-ua","no-accept-language"],"action":"CHALLENGE","challenge":{"alg":"pow","bits":16},"status":200,"bytes":3021,"duration_ms":0.25}`,
 	},
 	{
 		name: "http3_deny",

@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,12 +36,115 @@ const (
 // ErrExpression reports a CEL expression that does not compile.
 var ErrExpression = errors.New("policy: bad expression")
 
+// The variables of the site's load, in rule, threshold and condition
+// expressions: Anubis's load_1m, load_5m and load_15m (the system load
+// average, Request.Load) and Maat's pressure, storm and upstream
+// (Request.Pressure, Storm and Upstream). pressure, storm and upstream
+// are the pressure variables (Policy.UsesPressure, Condition.UsesPressure).
+const (
+	varPressure = "pressure"
+	varStorm    = "storm"
+	varUpstream = "upstream"
+)
+
+// upstreamKeys are the keys of CEL's upstream map, all doubles.
+var upstreamKeys = [...]string{"in_use", "capacity", "queue", "queue_wait_ms", "p50_ms", "p95_ms"}
+
+// loadLib declares the load variables (cel.Lib, so that every environment
+// declares them alike).
+type loadLib struct{}
+
+func (loadLib) CompileOptions() []cel.EnvOption {
+	return []cel.EnvOption{
+		cel.Variable("load_1m", cel.DoubleType),
+		cel.Variable("load_5m", cel.DoubleType),
+		cel.Variable("load_15m", cel.DoubleType),
+		cel.Variable(varPressure, cel.DoubleType),
+		cel.Variable(varStorm, cel.BoolType),
+		cel.Variable(varUpstream, cel.MapType(cel.StringType, cel.DoubleType)),
+	}
+}
+
+func (loadLib) ProgramOptions() []cel.ProgramOption { return nil }
+
+// loadVar answers a load variable for r; up caches the upstream map.
+func loadVar(r *Request, name string, up *map[string]float64) (any, bool) {
+	switch name {
+	case "load_1m":
+		return r.Load[0], true
+	case "load_5m":
+		return r.Load[1], true
+	case "load_15m":
+		return r.Load[2], true
+	case varPressure:
+		return r.Pressure, true
+	case varStorm:
+		return r.Storm, true
+	case varUpstream:
+		if *up == nil {
+			u := &r.Upstream
+			*up = map[string]float64{
+				"in_use": float64(u.InUse), "capacity": float64(u.Capacity), "queue": float64(u.Queue),
+				"queue_wait_ms": u.QueueWaitMs, "p50_ms": u.P50Ms, "p95_ms": u.P95Ms,
+			}
+		}
+		return *up, true
+	}
+	return nil, false
+}
+
+// exprFacts is what checkLoadRefs finds in an expression.
+type exprFacts struct {
+	// pressure: the expression reads pressure, storm or upstream.
+	pressure bool
+	// load: it reads load_1m, load_5m or load_15m.
+	load bool
+}
+
+// checkLoadRefs reports whether the checked expression a reads a pressure
+// variable, and refuses a constant key of upstream that is not one of
+// upstreamKeys (which would fail, and so not match, on every request).
+func checkLoadRefs(a *cel.Ast) (exprFacts, error) {
+	var f exprFacts
+	for _, ref := range a.NativeRep().ReferenceMap() {
+		switch ref.Name {
+		case varPressure, varStorm, varUpstream:
+			f.pressure = true
+		case "load_1m", "load_5m", "load_15m":
+			f.load = true
+		}
+	}
+	var errs []error
+	bad := func(k string) {
+		errs = append(errs, fmt.Errorf("%w: upstream has no key %q (keys: %s)", ErrExpression, k, strings.Join(upstreamKeys[:], ", ")))
+	}
+	ast.PostOrderVisit(a.NativeRep().Expr(), ast.NewExprVisitor(func(e ast.Expr) {
+		switch e.Kind() {
+		case ast.SelectKind:
+			s := e.AsSelect()
+			if isIdent(s.Operand(), varUpstream) && !slices.Contains(upstreamKeys[:], s.FieldName()) {
+				bad(s.FieldName())
+			}
+		case ast.CallKind:
+			c := e.AsCall()
+			if c.FunctionName() != "_[_]" || len(c.Args()) != 2 || !isIdent(c.Args()[0], varUpstream) || c.Args()[1].Kind() != ast.LiteralKind {
+				return
+			}
+			if k, ok := c.Args()[1].AsLiteral().(types.String); ok && !slices.Contains(upstreamKeys[:], string(k)) {
+				bad(string(k))
+			}
+		}
+	}))
+	return f, errors.Join(errs...)
+}
+
 // botEnv is the CEL environment of rule expressions: Anubis's
 // (lib/policy/expressions BotEnvironment: its variables, functions and the
 // strings extension) plus Maat's fingerprints (ja4, hfp, h2fp; clientFamily and
 // h2Family, the known-client families of the JA4 and of the HTTP/2
 // fingerprint, "" when unknown) and geo facts (asn: the AS
-// number, 0 when unknown; country: ISO 3166-1 alpha-2, "" when unknown).
+// number, 0 when unknown; country: ISO 3166-1 alpha-2, "" when unknown)
+// and the site's load (loadLib) and the client's cluster.
 // verifyFCrDNS and reverseDNS are late-bound: the activation answers them
 // from Request.FCrDNS.
 func botEnv() (*cel.Env, error) {
@@ -56,9 +160,8 @@ func botEnv() (*cel.Env, error) {
 		cel.Variable("path", cel.StringType),
 		cel.Variable("query", strMap),
 		cel.Variable("headers", strMap),
-		cel.Variable("load_1m", cel.DoubleType),
-		cel.Variable("load_5m", cel.DoubleType),
-		cel.Variable("load_15m", cel.DoubleType),
+		cel.Lib(loadLib{}),
+		cel.Variable("cluster", cel.StringType),
 		cel.Variable("ja4", cel.StringType),
 		cel.Variable("hfp", cel.StringType),
 		cel.Variable("h2fp", cel.StringType),
@@ -163,9 +266,12 @@ func arpaReverseIP(s string) (string, error) {
 }
 
 // thresholdEnv is the CEL environment of threshold expressions.
+// Besides weight, a threshold reads the site's load (loadLib): pressure,
+// storm, upstream and load_1m/5m/15m.
 func thresholdEnv() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.Variable("weight", cel.IntType),
+		cel.Lib(loadLib{}),
 		cel.ParserRecursionLimit(celRecursionLimit),
 		cel.ParserExpressionSizeLimit(MaxExpressionLen),
 	)
@@ -195,12 +301,18 @@ func compileBoolAST(env *cel.Env, src string) (*cel.Ast, cel.Program, error) {
 	a, iss := env.Compile(src)
 	if iss != nil && iss.Err() != nil {
 		msg := iss.Err().Error()
+		if strings.Contains(msg, "no matching overload") && (strings.Contains(msg, "(double, int)") || strings.Contains(msg, "(int, double)")) {
+			msg = "pressure, load_1m/5m/15m and upstream's values are doubles and CEL does not compare a double with an int: write 0.5, 10.0 (as in Anubis: end the number in .0). " + msg
+		}
 		if strings.Contains(msg, "'lookupHost'") {
 			msg = "lookupHost (Anubis v1.24.0) looks up names computed inside the expression, which Maat does not do; verifyFCrDNS(remoteAddress, pattern) and reverseDNS(remoteAddress) are supported. " + msg
 		}
 		return nil, nil, fmt.Errorf("%w: %s", ErrExpression, msg)
 	}
 	if a.OutputType() != cel.BoolType {
+		if a.OutputType() == cel.DoubleType || a.OutputType() == cel.IntType {
+			return nil, nil, fmt.Errorf("%w: %q returns %s, not bool (compare it: pressure > 0.5)", ErrExpression, src, a.OutputType())
+		}
 		return nil, nil, fmt.Errorf("%w: %q returns %s, not bool", ErrExpression, src, a.OutputType())
 	}
 	// OptOptimize, as Anubis compiles: constant regular expressions of
@@ -230,10 +342,13 @@ func evalBool(prg cel.Program, act interpreter.Activation) bool {
 // activation exposes a Request to CEL, building maps only when asked, and
 // answers the late-bound DNS functions from Request.FCrDNS.
 type activation struct {
-	p       *Policy
-	r       *Request
-	headers map[string]string
-	query   map[string]string
+	p        *Policy
+	r        *Request
+	headers  map[string]string
+	query    map[string]string
+	upstream map[string]float64
+	// weight is the weight a threshold expression reads.
+	weight int64
 	// needDNS: an expression called verifyFCrDNS or reverseDNS while
 	// r.FCrDNS was not checked.
 	needDNS bool
@@ -319,8 +434,12 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			a.headers = joinValues(r.Header)
 		}
 		return a.headers, true
-	case "load_1m", "load_5m", "load_15m":
-		return 0.0, true
+	case "load_1m", "load_5m", "load_15m", varPressure, varStorm, varUpstream:
+		return loadVar(r, name, &a.upstream)
+	case "cluster":
+		return r.Cluster, true
+	case "weight":
+		return a.weight, true
 	case "ja4":
 		return r.JA4, true
 	case "hfp":
@@ -343,14 +462,19 @@ func (a *activation) ResolveName(name string) (any, bool) {
 
 // weightPred is a threshold expression over weight reduced to comparisons,
 // so that thresholds evaluate without CEL (and without allocating).
+// Besides weight, it reads storm: "storm" and "!storm" are leaves.
 type weightPred struct {
-	op   string // "_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "_&&_", "_||_", "true"
+	op   string // "_<_", "_<=_", "_>_", "_>=_", "_==_", "_!=_", "_&&_", "_||_", "true", "storm", "!storm"
 	k    int64
 	l, r *weightPred
 }
 
-func (w *weightPred) eval(x int64) bool {
+func (w *weightPred) eval(x int64, storm bool) bool {
 	switch w.op {
+	case "storm":
+		return storm
+	case "!storm":
+		return !storm
 	case "_<_":
 		return x < w.k
 	case "_<=_":
@@ -364,18 +488,25 @@ func (w *weightPred) eval(x int64) bool {
 	case "_!=_":
 		return x != w.k
 	case "_&&_":
-		return w.l.eval(x) && w.r.eval(x)
+		return w.l.eval(x, storm) && w.r.eval(x, storm)
 	case "_||_":
-		return w.l.eval(x) || w.r.eval(x)
+		return w.l.eval(x, storm) || w.r.eval(x, storm)
 	case "true":
 		return true
 	}
 	return false
 }
 
-// reduceWeight turns "weight OP int", "int OP weight" and their && / ||
-// combinations into a weightPred; ok is false for anything else.
+// reduceWeight turns "weight OP int", "int OP weight", storm, !storm and
+// their && / || combinations into a weightPred; ok is false for anything
+// else.
 func reduceWeight(e ast.Expr) (*weightPred, bool) {
+	if isIdent(e, varStorm) {
+		return &weightPred{op: "storm"}, true
+	}
+	if e.Kind() == ast.CallKind && e.AsCall().FunctionName() == "!_" && len(e.AsCall().Args()) == 1 && isIdent(e.AsCall().Args()[0], varStorm) {
+		return &weightPred{op: "!storm"}, true
+	}
 	if e.Kind() == ast.LiteralKind {
 		if b, ok := e.AsLiteral().(types.Bool); ok && bool(b) {
 			return &weightPred{op: "true"}, true

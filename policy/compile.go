@@ -35,7 +35,13 @@ type Policy struct {
 	geo       Geo
 	hosting   asnSet
 	status    [2]int // CHALLENGE, DENY; 0: not set
-	waitMax   int
+	// waitMax is WaitMaxWeightFor's answer, calm and in a storm.
+	waitMax [2]int
+	// usesPressure names the rules and thresholds whose expression reads
+	// pressure, storm or upstream (UsesPressure).
+	usesPressure []string
+	// readsLoad: an expression reads load_1m, load_5m or load_15m.
+	readsLoad bool
 	diverts   []DivertTarget
 	// familyBit numbers the client families that client_family: names,
 	// so that a rule checks a request's family with one AND; famOverflow
@@ -49,11 +55,29 @@ type Policy struct {
 
 type rateKey uint8
 
+// The keys a RATE rule counts by (rate: key:). Every key but ip falls
+// back to ip for a request that lacks its value (no pass cookie, ASN 0, no
+// cluster, no fingerprint).
 const (
 	rateByIP rateKey = iota
 	rateByJA4
 	rateByPass
+	rateByCluster
+	rateByASN
+	rateByHFP
+	rateByH2FP
 )
+
+// rateKeyNames are the names of the rate keys, indexed by rateKey.
+var rateKeyNames = [...]string{"ip", "ja4", "pass", "cluster", "asn", "hfp", "h2fp"}
+
+func parseRateKey(s string) (rateKey, bool) {
+	if s == "" {
+		return rateByIP, true
+	}
+	i := slices.Index(rateKeyNames[:], s)
+	return rateKey(max(i, 0)), i >= 0
+}
 
 type rule struct {
 	name, id, src string
@@ -217,7 +241,33 @@ func (p *Policy) StatusCodes() (challenge, deny int) { return p.status[0], p.sta
 // bound (Anubis's legacy `weight > 0`), and 0 when no threshold
 // challenges. The wait is offered only to a client whose decision has
 // BrowserAgrees, not Lied, and Weight < WaitMaxWeight.
-func (p *Policy) WaitMaxWeight() int { return p.waitMax }
+//
+// It is the bound in a calm site (storm off, pressure 0); under a policy
+// whose thresholds read storm or pressure the bound in a storm may differ:
+// WaitMaxWeightFor gives the bound for the request's state.
+func (p *Policy) WaitMaxWeight() int { return p.waitMax[0] }
+
+// WaitMaxWeightFor is WaitMaxWeight for the site's state in r: the calm
+// bound when r.Storm is off, else the bound of a storm (storm on, pressure
+// 1, the upstream's slots full), computed from the same thresholds that
+// decide, so that a threshold such as `weight >= 5 && storm` lowers the
+// no-JS wait's bound exactly when it challenges.
+func (p *Policy) WaitMaxWeightFor(r *Request) int {
+	if r != nil && r.Storm {
+		return p.waitMax[1]
+	}
+	return p.waitMax[0]
+}
+
+// UsesPressure reports whether a rule or threshold expression reads
+// pressure, storm or upstream, which only an edge with upstream slots
+// (limits.upstream_conns) fills; PressureUsers names them.
+func (p *Policy) UsesPressure() bool { return len(p.usesPressure) > 0 }
+
+// PressureUsers names the rules and thresholds, "file:line: rule \"name\"",
+// whose expression reads pressure, storm or upstream, for the error of an
+// edge that cannot fill them. The slice must not be modified.
+func (p *Policy) PressureUsers() []string { return p.usesPressure }
 
 func hashJSON(v any) string {
 	b, err := json.Marshal(v)
@@ -279,7 +329,7 @@ func compile(pf *parsed, opts Options) (*Policy, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
-	p.waitMax = waitMaxWeight(p.thresholds)
+	p.waitMax = [2]int{waitMaxWeight(p.thresholds, &calmRequest), waitMaxWeight(p.thresholds, &stormRequest)}
 	h := sha256.New()
 	for _, r := range p.rules {
 		h.Write([]byte(r.id))
@@ -524,6 +574,14 @@ func (p *Policy) compileExpr(r *rule, fr *fileRule, env *cel.Env) error {
 	if err := p.checkDNSCalls(a.NativeRep().Expr()); err != nil {
 		return err
 	}
+	facts, err := checkLoadRefs(a)
+	if err != nil {
+		return err
+	}
+	if facts.pressure {
+		p.usesPressure = append(p.usesPressure, fmt.Sprintf("%s: rule %q", fr.src, fr.Name))
+	}
+	p.readsLoad = p.readsLoad || facts.load
 	seen := map[string]bool{}
 	for _, ref := range a.NativeRep().ReferenceMap() {
 		seen[ref.Name] = true
@@ -650,16 +708,11 @@ func (r *rule) setRate(fr *fileRate) error {
 	if fr == nil {
 		return errors.New("action RATE needs rate: {key, per_second, burst}")
 	}
-	switch fr.Key {
-	case "", "ip":
-		r.rateKey = rateByIP
-	case "ja4":
-		r.rateKey = rateByJA4
-	case "pass":
-		r.rateKey = rateByPass
-	default:
-		return fmt.Errorf("rate key %q: want ip, ja4 or pass", fr.Key)
+	k, ok := parseRateKey(fr.Key)
+	if !ok {
+		return fmt.Errorf("rate key %q: want one of %s (a key whose value a request lacks counts by ip)", fr.Key, strings.Join(rateKeyNames[:], ", "))
 	}
+	r.rateKey = k
 	if !(fr.PerSecond > 0 && fr.PerSecond <= 1e6) { // NaN fails too
 		return fmt.Errorf("rate per_second %v: want more than 0 and at most 1e6", fr.PerSecond)
 	}

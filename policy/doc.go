@@ -92,11 +92,21 @@
 //
 // CEL expressions see Anubis's environment: its variables (remoteAddress,
 // contentLength, host, method, userAgent, path, query and headers as
-// net/http holds them, load_1m/5m/15m, which are always 0), its functions
+// net/http holds them, load_1m/5m/15m: the system load average,
+// Request.Load, as in Anubis), its functions
 // (missingHeader, segments, regexSafe, randInt, arpaReverseIP,
 // verifyFCrDNS and reverseDNS of remoteAddress; not lookupHost) and the
 // strings extension; and also ja4, hfp, h2fp, clientFamily, h2Family, proto, asn (0
-// when unknown) and country (ISO 3166-1 alpha-2, "" when unknown).
+// when unknown), country (ISO 3166-1 alpha-2, "" when unknown), cluster
+// (Request.Cluster) and the site's pressure: pressure (0 to 1), storm and
+// upstream (a map of doubles: in_use, capacity, queue, queue_wait_ms,
+// p50_ms, p95_ms), which the edge fills (Request.Pressure, Storm,
+// Upstream). Threshold expressions read weight, pressure, storm, upstream
+// and load_1m/5m/15m. Policy.UsesPressure says whether a policy reads the
+// pressure variables, which need an edge with upstream slots. A Condition
+// (CompileCondition) is an expression of the same environment outside a
+// policy, such as the edge's challenge.when: pressure > 0.5, without the
+// functions that need DNS or answer differently each time.
 // verifyFCrDNS and reverseDNS read Request.FCrDNS, which the caller looks
 // up (Verifier.FCrDNS) when an evaluation says it needs it
 // (Decision.NeedFCrDNS), and then evaluates again: Evaluate itself does no
@@ -140,7 +150,8 @@
 // carries what the edge needs for that: BrowserAgrees, Lied (ua_tls_mismatch,
 // fake_crawler, headless or tls_http_mismatch fired), Weight;
 // Policy.WaitMaxWeight is the default bound, the upper end of the lowest
-// challenge threshold's band.
+// challenge threshold's band; Policy.WaitMaxWeightFor gives it for the
+// site's state (storm on or off), for thresholds that read storm.
 //
 // # Explain
 //

@@ -83,7 +83,7 @@ func (p *Policy) evaluate(r *Request, d *Decision, sc *scan, trace *strings.Buil
 	}
 	for i := range p.thresholds {
 		t := &p.thresholds[i]
-		if !t.match(d.Weight) {
+		if !t.match(d.Weight, r) {
 			continue
 		}
 		if trace != nil {
@@ -170,6 +170,22 @@ func (ru *rule) rateKeyFor(r *Request) string {
 		if r.Pass != "" {
 			return ru.rateKeyPrefix + "pass:" + r.Pass
 		}
+	case rateByCluster:
+		if r.Cluster != "" {
+			return ru.rateKeyPrefix + "cluster:" + r.Cluster
+		}
+	case rateByASN:
+		if r.ASN != 0 {
+			return ru.rateKeyPrefix + "asn:" + strconv.FormatUint(uint64(r.ASN), 10)
+		}
+	case rateByHFP:
+		if r.HFP != "" {
+			return ru.rateKeyPrefix + "hfp:" + r.HFP
+		}
+	case rateByH2FP:
+		if r.H2FP != "" {
+			return ru.rateKeyPrefix + "h2fp:" + r.H2FP
+		}
 	}
 	return ru.rateKeyPrefix + "ip:" + clientnet.Prefix(r.RemoteAddr).String()
 }
@@ -249,6 +265,15 @@ func (p *Policy) explainChecks(b *strings.Builder, r *Request, ran Checks) {
 		fmt.Fprintf(b, "check crawler verification: ran: %s FAILED: the address is not the crawler's\n", name)
 	default:
 		fmt.Fprintf(b, "check crawler verification: ran: %s could not be verified (no published ranges or DNS names, or DNS failed for now)\n", name)
+	}
+	if p.UsesPressure() || p.readsLoad {
+		u := &r.Upstream
+		storm := "off"
+		if r.Storm {
+			storm = "on"
+		}
+		fmt.Fprintf(b, "check site load: as given: pressure %.2f, storm %s; upstream %d/%d in use, %d queued (wait %.0f ms), p50 %.0f ms, p95 %.0f ms; load average %.2f %.2f %.2f\n",
+			r.Pressure, storm, u.InUse, u.Capacity, u.Queue, u.QueueWaitMs, u.P50Ms, u.P95Ms, r.Load[0], r.Load[1], r.Load[2])
 	}
 	var dbs []string
 	if !p.geo.ASN {

@@ -159,12 +159,12 @@ func TestThresholdForms(t *testing.T) {
 				t.Errorf("fast path = %v, want %v", th.pred != nil, tt.fast)
 			}
 			for _, w := range tt.yes {
-				if !th.match(w) {
+				if !th.match(w, &calmRequest) {
 					t.Errorf("weight %d: no match, want match", w)
 				}
 			}
 			for _, w := range tt.no {
-				if th.match(w) {
+				if th.match(w, &calmRequest) {
 					t.Errorf("weight %d: match, want none", w)
 				}
 			}

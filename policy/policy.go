@@ -131,12 +131,47 @@ type Request struct {
 	// Country is the client address's country from the geo country
 	// database, ISO 3166-1 alpha-2 in upper case ("US"); "" when unknown.
 	Country string
+	// Cluster is the client's cluster key, which the edge computes (a
+	// pass cookie's subject, else JA4 + HTTP/2 fingerprint + ASN or
+	// /24, /48 for IPv6): CEL's cluster, and RATE's key: cluster. ""
+	// when the edge did not compute one; a RATE rule keyed by cluster
+	// then counts by address.
+	Cluster string
+	// Pressure is the site's upstream pressure, 0 (idle) to 1
+	// (saturated), which the edge computes from Upstream: CEL's
+	// pressure. 0 on an edge without upstream slots.
+	Pressure float64
+	// Storm is the edge's storm mode: on when Pressure rose above the
+	// site's storm threshold, off again only when it fell below the lower
+	// one (the hysteresis is the edge's, not the policy's): CEL's storm.
+	Storm bool
+	// Upstream holds the parts Pressure is made of: CEL's upstream map.
+	Upstream UpstreamLoad
+	// Load is the system load average over 1, 5 and 15 minutes, which
+	// the edge fills (Anubis's load_1m, load_5m and load_15m); zeros
+	// when unknown.
+	Load [3]float64
 	// FCrDNS is what forward-confirmed reverse DNS found for RemoteAddr,
 	// which Anubis's verifyFCrDNS and reverseDNS expressions read. The
 	// zero value: not looked up; an evaluation that needs it says so
 	// (Decision.NeedFCrDNS), and the caller looks it up (Verifier.FCrDNS)
 	// and evaluates again.
 	FCrDNS FCrDNS
+}
+
+// UpstreamLoad is the state of a site's upstream slots, as the edge
+// measures it: CEL's upstream map (in_use, capacity, queue, queue_wait_ms,
+// p50_ms, p95_ms, all doubles).
+type UpstreamLoad struct {
+	// InUse is the number of upstream slots (connections) in use;
+	// Capacity the number there are (limits.upstream_conns); Queue the
+	// number of requests waiting for one.
+	InUse, Capacity, Queue int
+	// QueueWaitMs is how long requests waited for a slot, in
+	// milliseconds, over the last seconds; P50Ms and P95Ms are the
+	// upstream's median and 95th-percentile latency over the last
+	// seconds.
+	QueueWaitMs, P50Ms, P95Ms float64
 }
 
 // FCrDNS is the outcome of forward-confirmed reverse DNS (RFC 1912 section
@@ -206,7 +241,9 @@ type Challenge struct {
 // RateLimit says which token bucket a RATE decision takes from.
 type RateLimit struct {
 	// Key names the bucket: "ip:203.0.113.0/24", "ip:2001:db8::/64",
-	// "ja4:t13d…" or "pass:…", prefixed by the rule's identity.
+	// "ja4:t13d…", "pass:…", "cluster:…", "asn:64496", "hfp:…" or
+	// "h2fp:…", prefixed by the rule's identity. A key whose request field
+	// is empty (no pass cookie, ASN 0, …) falls back to the address.
 	Key string
 	// Rate is the refill rate in tokens per second.
 	Rate float64

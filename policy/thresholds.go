@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/common/types"
 )
 
 // Thresholds map the total weight of a request to an action when no rule
@@ -62,6 +61,15 @@ func (p *Policy) compileThreshold(ft *fileThreshold, env *cel.Env) (threshold, e
 			errs = append(errs, err)
 			break
 		}
+		facts, err := checkLoadRefs(a)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if facts.pressure {
+			p.usesPressure = append(p.usesPressure, fmt.Sprintf("%s: threshold %q", ft.src, ft.Name))
+		}
+		p.readsLoad = p.readsLoad || facts.load
 		if pred, ok := reduceWeight(a.NativeRep().Expr()); ok {
 			t.pred = pred
 		} else {
@@ -82,25 +90,30 @@ func (p *Policy) compileThreshold(ft *fileThreshold, env *cel.Env) (threshold, e
 	return t, errors.Join(errs...)
 }
 
-func (t *threshold) match(w int) bool {
+// match reports whether the threshold decides weight w for r (whose
+// Storm, Pressure, Upstream and Load a threshold may read).
+func (t *threshold) match(w int, r *Request) bool {
 	if t.pred != nil {
-		return t.pred.eval(int64(w))
+		return t.pred.eval(int64(w), r.Storm)
 	}
-	out, _, err := t.prg.Eval(map[string]any{"weight": int64(w)})
-	if err != nil {
-		return false
-	}
-	b, ok := out.(types.Bool)
-	return ok && bool(b)
+	return evalBool(t.prg, &activation{r: r, weight: int64(w)})
 }
 
-// waitMaxWeight computes WaitMaxWeight: the first weight above the start
-// of the lowest band of weights that a CHALLENGE threshold decides at which
-// another threshold (or none) decides.
-func waitMaxWeight(ts []threshold) int {
+// The site's states WaitMaxWeightFor distinguishes: calm (a zero Request:
+// pressure 0, storm off) and storm (storm on, pressure 1, the upstream's
+// slots full).
+var (
+	calmRequest  = Request{}
+	stormRequest = Request{Storm: true, Pressure: 1, Upstream: UpstreamLoad{InUse: 1, Capacity: 1}}
+)
+
+// waitMaxWeight computes WaitMaxWeight for the site's state r: the first
+// weight above the start of the lowest band of weights that a CHALLENGE
+// threshold decides at which another threshold (or none) decides.
+func waitMaxWeight(ts []threshold, r *Request) int {
 	decider := func(w int) int {
 		for i := range ts {
-			if ts[i].match(w) {
+			if ts[i].match(w, r) {
 				return i
 			}
 		}
@@ -137,7 +150,7 @@ func weightPoints(ts []threshold) []int {
 		switch w.op {
 		case "_&&_", "_||_":
 			return walk(w.l) && walk(w.r)
-		case "true":
+		case "true", "storm", "!storm":
 			return true
 		}
 		if w.k > -weightSpan && w.k < weightSpan {

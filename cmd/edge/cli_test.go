@@ -161,7 +161,7 @@ func TestErrorsExitAndPrefix(t *testing.T) {
 		{"hash-password empty", []string{"hash-password"}, 1, "edge: no password on standard input"},
 		{"trust missing", []string{"trust", missing}, 1, "edge: read config:"},
 		{"trust not self-signed", []string{"trust", selfSigned}, 1, "edge: " + selfSigned + ":1: tls.mode: is \"acme\""},
-		{"completion fish", []string{"completion", "fish"}, 2, `edge: completion: unknown shell "fish"`},
+		{"completion tcsh", []string{"completion", "tcsh"}, 2, `edge: completion: unknown shell "tcsh"`},
 		{"version with argument", []string{"version", "x"}, 2, `edge: version: unexpected argument "x"`},
 		{"help unknown", []string{"help", "frobnicate"}, 2, `edge: unknown command "frobnicate"`},
 	} {

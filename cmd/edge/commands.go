@@ -29,7 +29,7 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		demoCommand(), runCommand(), configCheckCommand(), policyCheckCommand(), policyExplainCommand(),
-		robotsCommand(), fpTopCommand(), hashPasswordCommand(), trustCommand(), completionCommand(), versionCommand(),
+		robotsCommand(), fpTopCommand(), hashPasswordCommand(), trustCommand(), completionCommand(), healthCommand(), versionCommand(),
 	}
 }
 

@@ -13,15 +13,21 @@ import (
 
 func completionCommand() *command {
 	return &command{
-		name: "completion", args: "bash|zsh", minArgs: 1, maxArgs: 1, summary: "Print a shell completion script",
-		doc: `Prints a completion script for bash or zsh, made from the commands and
-flags of this binary. Install it with, for bash:
+		name: "completion", args: "bash|zsh|fish", minArgs: 1, maxArgs: 1, summary: "Print a shell completion script",
+		doc: `Prints a completion script for bash, zsh or fish, made from the commands
+and flags of this binary. Install it with, for bash:
 
     edge completion bash > /etc/bash_completion.d/edge     (or: source <(edge completion bash))
 
 and for zsh, into a directory of $fpath:
 
-    edge completion zsh > "${fpath[1]}/_edge"               (or: source <(edge completion zsh))`,
+    edge completion zsh > "${fpath[1]}/_edge"               (or: source <(edge completion zsh))
+
+and for fish:
+
+    edge completion fish > ~/.config/fish/completions/edge.fish
+
+The Debian package installs all three where each shell looks for them.`,
 		flags: func(*flag.FlagSet) func(context.Context, stdio, []string) error {
 			return func(_ context.Context, s stdio, args []string) error {
 				switch args[0] {
@@ -29,8 +35,10 @@ and for zsh, into a directory of $fpath:
 					writeBashCompletion(s.out)
 				case "zsh":
 					writeZshCompletion(s.out)
+				case "fish":
+					writeFishCompletion(s.out)
 				default:
-					return usageError("completion", "unknown shell %q (want bash or zsh)", args[0])
+					return usageError("completion", "unknown shell %q (want bash, zsh or fish)", args[0])
 				}
 				return nil
 			}
@@ -90,7 +98,7 @@ _edge() {
 		args := `COMPREPLY=( $(compgen -f -- "$cur") )`
 		switch {
 		case c.name == "completion":
-			args = `COMPREPLY=( $(compgen -W "bash zsh" -- "$cur") )`
+			args = `COMPREPLY=( $(compgen -W "bash zsh fish" -- "$cur") )`
 		case c.maxArgs == 0:
 			args = "COMPREPLY=()"
 		}
@@ -157,7 +165,7 @@ func writeZshCompletion(w io.Writer) {
 		fmt.Fprint(w, "        '-h[print the command’s usage]'")
 		switch {
 		case c.name == "completion":
-			fmt.Fprint(w, " \\\n        '1:shell:(bash zsh)'")
+			fmt.Fprint(w, " \\\n        '1:shell:(bash zsh fish)'")
 		case c.name == "hash-password":
 			fmt.Fprint(w, " \\\n        '::user: '")
 		case c.maxArgs != 0:
@@ -171,4 +179,71 @@ func writeZshCompletion(w io.Writer) {
 func isBoolFlag(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// fishQuote makes text one single-quoted fish word.
+func fishQuote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s) + "'"
+}
+
+// writeFishCompletion writes complete(1) lines: the first words, the
+// subcommands of each group, then each command's flags (old-style -name
+// options, as the flag package parses them) and its arguments.
+func writeFishCompletion(w io.Writer) {
+	fmt.Fprint(w, "# fish completion for edge (Maat), made by: edge completion fish\n")
+	fmt.Fprint(w, "complete -c edge -f\n")
+	top := topWords()
+	for _, word := range top {
+		summary := "describe a command"
+		if g := group(word); len(g) > 0 {
+			summary = strings.Join(subNames(g), ", ")
+		} else if word != "help" {
+			cmd, _, _ := find(word, nil)
+			summary = cmd.summary
+		}
+		fmt.Fprintf(w, "complete -c edge -n %s -a %s -d %s\n",
+			fishQuote("not __fish_seen_subcommand_from "+strings.Join(top, " ")), word, fishQuote(summary))
+	}
+	for _, word := range top {
+		g := group(word)
+		if len(g) == 0 {
+			continue
+		}
+		subs := subNames(g)
+		for _, c := range g {
+			_, sub, _ := strings.Cut(c.name, " ")
+			fmt.Fprintf(w, "complete -c edge -n %s -a %s -d %s\n",
+				fishQuote("__fish_seen_subcommand_from "+word+"; and not __fish_seen_subcommand_from "+strings.Join(subs, " ")),
+				sub, fishQuote(c.summary))
+		}
+	}
+	fmt.Fprintf(w, "complete -c edge -n %s -a %s\n", fishQuote("__fish_seen_subcommand_from help"), fishQuote(strings.Join(top[:len(top)-1], " ")))
+	for _, c := range commands() {
+		first, sub, _ := strings.Cut(c.name, " ")
+		cond := "__fish_seen_subcommand_from " + first
+		if sub != "" {
+			cond += "; and __fish_seen_subcommand_from " + sub
+		}
+		fs := c.newFlagSet()
+		c.flags(fs)
+		fs.VisitAll(func(f *flag.Flag) {
+			line := fmt.Sprintf("complete -c edge -n %s -o %s -d %s", fishQuote(cond), f.Name, fishQuote(f.Usage))
+			switch {
+			case slices.Contains(fileFlags, "-"+f.Name):
+				line += " -r -F"
+			case f.Name == "by":
+				line += " -x -a " + fishQuote(strings.Join(ops.FPTopFields(), " "))
+			case isBoolFlag(f):
+			default:
+				line += " -x"
+			}
+			fmt.Fprintln(w, line)
+		})
+		switch {
+		case c.name == "completion":
+			fmt.Fprintf(w, "complete -c edge -n %s -a %s\n", fishQuote(cond), fishQuote("bash zsh fish"))
+		case c.maxArgs != 0 && c.name != "hash-password":
+			fmt.Fprintf(w, "complete -c edge -n %s -F\n", fishQuote(cond))
+		}
+	}
 }

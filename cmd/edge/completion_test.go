@@ -108,3 +108,59 @@ func TestZshCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestFishCompletion: the script parses (fish -n), and fish's own
+// completer (complete -C) offers the commands, subcommands, flags and -by
+// fields of this binary for real command lines.
+func TestFishCompletion(t *testing.T) {
+	t.Parallel()
+	fish := testenv.NeedCommand(t, "fish")
+	script, errOut, code := edgeRun(t, "", "completion", "fish")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	file := writeFile(t, t.TempDir(), "edge.fish", script)
+	if out, err := exec.Command(fish, "--no-config", "-n", file).CombinedOutput(); err != nil {
+		t.Fatalf("fish -n: %v\n%s", err, out)
+	}
+	for _, tt := range []struct {
+		line string
+		want []string
+		not  []string
+	}{
+		{"edge ", []string{"run", "config", "policy", "fp", "trust", "completion", "hash-password", "help"}, []string{"check", "-config"}},
+		{"edge policy ", []string{"check", "explain"}, []string{"run"}},
+		{"edge policy explain -", []string{"-config", "-policy", "-from-log", "-ua", "-no-dns"}, []string{"-by"}},
+		{"edge fp top -", []string{"-by", "-since", "-n", "-json"}, []string{"-ua"}},
+		{"edge fp top -by ", []string{"path", "status", "action", "rule", "ja4"}, nil},
+		{"edge completion ", []string{"bash", "zsh", "fish"}, nil},
+		{"edge trust -", []string{"-install", "-config", "-root"}, nil},
+		{"edge help ", []string{"run", "policy"}, nil},
+	} {
+		t.Run(tt.line, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(fish, "--no-config", "-c", "source $argv[1]; complete -C $argv[2]", file, tt.line)
+			cmd.Dir = t.TempDir()
+			cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_CONFIG_HOME="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				word, _, _ := strings.Cut(line, "\t")
+				got = append(got, word)
+			}
+			for _, w := range tt.want {
+				if !contains(got, w) {
+					t.Errorf("%q offers %v, without %q", tt.line, got, w)
+				}
+			}
+			for _, w := range tt.not {
+				if contains(got, w) {
+					t.Errorf("%q offers %q: %v", tt.line, w, got)
+				}
+			}
+		})
+	}
+}

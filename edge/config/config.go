@@ -28,6 +28,10 @@ type Config struct {
 	Fingerprints Fingerprints    `yaml:"fingerprints"`
 	Timeouts     Timeouts        `yaml:"timeouts"`
 	Limits       Limits          `yaml:"limits"`
+	// Storm switches storm mode of each site on and off by its upstreams'
+	// pressure, with hysteresis (the policy's storm variable, and
+	// challenge.when: storm).
+	Storm Storm `yaml:"storm"`
 	Geo          GeoConfig       `yaml:"geo"`
 	// Divert names the upstreams a policy's DIVERT rules send requests to
 	// (a tarpit such as iocaine or Nepenthes) instead of the site's.
@@ -97,7 +101,12 @@ type Site struct {
 	// UpstreamTLS configures https:// upstreams of the site (and of its
 	// routes that set none).
 	UpstreamTLS UpstreamTLS `yaml:"upstream_tls"`
-	Routes      []Route     `yaml:"routes"`
+	// UpstreamConns caps the connections to each address of the site's
+	// upstream (and of its routes that set none), as limits.upstream_conns
+	// does for all: the requests the application serves at once. 0 =
+	// limits.upstream_conns.
+	UpstreamConns int     `yaml:"upstream_conns"`
+	Routes        []Route `yaml:"routes"`
 	// MaxBodyBytes caps request bodies; 0 = no cap (bodies stream).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// Root serves static files from a directory instead of an upstream.
@@ -149,6 +158,9 @@ type Route struct {
 	// UpstreamTLS configures the route's https:// upstreams; if empty, the
 	// site's.
 	UpstreamTLS UpstreamTLS `yaml:"upstream_tls"`
+	// UpstreamConns caps the connections to each of the route's upstream
+	// addresses; 0 = the site's.
+	UpstreamConns int `yaml:"upstream_conns"`
 	// Root serves static files from a directory instead of an upstream. The
 	// request's whole path is looked up under it, as nginx's root and
 	// Caddy's file_server do (path /docs/, root /srv/www: the request
@@ -243,6 +255,21 @@ type ChallengeConfig struct {
 	PolicyURL string `yaml:"policy_url"`
 	// Wait is the no-JavaScript wait.
 	Wait WaitConfig `yaml:"wait"`
+	// When is a CEL condition (the policy's variables: pressure, storm,
+	// load_1m, …) under which the policy's challenges are served; while
+	// it is false, a CHALLENGE for a client no lie-detection signal fired
+	// on is let through (ALLOW, logged with reason
+	// challenge_off_calm). "" = always.
+	When string `yaml:"when"`
+}
+
+// Storm is storm mode's hysteresis: a site enters it when its pressure
+// reaches On, and leaves it once the pressure has stayed below Off for
+// Hold.
+type Storm struct {
+	On   float64  `yaml:"on"`   // default 0.5
+	Off  float64  `yaml:"off"`  // default 0.2
+	Hold Duration `yaml:"hold"` // default 30s
 }
 
 // WaitConfig says who is offered the no-JavaScript wait instead of the proof
@@ -346,11 +373,18 @@ type Limits struct {
 	RequestsPerClient int `yaml:"requests_per_client"`
 	// UpstreamConns caps the connections to each upstream address, those
 	// of streams apart (UpstreamStreams); requests beyond it wait in line
-	// for a free one. Default 32.
+	// for a free one, where the edge orders them (by client cluster, pass
+	// holders first). Default 8: conservative, so that the line forms in
+	// the edge rather than in the application.
 	UpstreamConns int `yaml:"upstream_conns"`
 	// UpstreamQueue is how long a request waits for a free upstream
 	// connection before it is answered 503 with Retry-After. Default 10s.
 	UpstreamQueue Duration `yaml:"upstream_queue"`
+	// UpstreamQueueLen caps the requests waiting for each upstream
+	// address's connections. The line is shared by client cluster: when it
+	// is full, the cluster with the most requests in it loses its newest
+	// (503 with Retry-After). 0 = 8 times the address's upstream_conns.
+	UpstreamQueueLen int `yaml:"upstream_queue_len"`
 	// UpstreamStreams caps the streams open to each upstream address
 	// (websockets, server-sent events, long polls), which hold none of its
 	// upstream_conns; beyond it a new one is answered 503 with
@@ -412,6 +446,7 @@ func Default() Config {
 			Wait:    WaitConfig{Duration: Duration(5 * time.Second)},
 		},
 		Store: StoreConfig{Kind: "memory"},
+		Storm: Storm{On: 0.5, Off: 0.2, Hold: Duration(30 * time.Second)},
 		Log:   LogConfig{Level: "info", MaxSizeMB: 100, MaxFiles: 10, ClientIP: "full"},
 		Timeouts: Timeouts{
 			Handshake:    Duration(10 * time.Second),
@@ -429,7 +464,7 @@ func Default() Config {
 			H2Streams:         128,
 			ConnsPerClient:    256,
 			RequestsPerClient: 256,
-			UpstreamConns:     32,
+			UpstreamConns:     DefaultUpstreamConns,
 			UpstreamQueue:     Duration(10 * time.Second),
 			UpstreamStreams:   1024,
 			BodyTimeout:       Duration(20 * time.Second),
@@ -444,6 +479,9 @@ func Default() Config {
 		},
 	}
 }
+
+// DefaultUpstreamConns is limits.upstream_conns's default.
+const DefaultUpstreamConns = 8
 
 // DefaultParkAfter is limits.park_after's default: how long an idle
 // HTTP/1.1 connection waits before it is parked (edge/internal/park says why

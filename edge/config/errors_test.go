@@ -73,7 +73,7 @@ sites:
 chalenge: {}
 `, []string{
 				`e.yaml:3: sites[0].upstraem: unknown key; did you mean upstream?`,
-				`e.yaml:4: sites[0].colour: unknown key (known here: hosts, upstream, upstream_tls, routes, max_body_bytes, root, browse, errors, compress, canonical, redirects, hsts, security_headers, headers, maintenance, access_log)`,
+				`e.yaml:4: sites[0].colour: unknown key (known here: hosts, upstream, upstream_tls, upstream_conns, routes, max_body_bytes, root, browse, errors, compress, canonical, redirects, hsts, security_headers, headers, maintenance, access_log)`,
 				`e.yaml:5: chalenge: unknown key; did you mean challenge?`,
 			}},
 		{"dash for underscore",
@@ -110,7 +110,7 @@ sites:
     hosts: [a.example]
   - <<: *site
     hosts: [a.example]
-`, []string{`e.yaml:1: x-site: unknown key (known here: listen, tls, sites, policy, challenge, store, log, fingerprints, timeouts, limits, geo, divert, trusted_proxies)`,
+`, []string{`e.yaml:1: x-site: unknown key (known here: listen, tls, sites, policy, challenge, store, log, fingerprints, timeouts, limits, storm, geo, divert, trusted_proxies)`,
 				`e.yaml:7: sites[1].hosts[0]: host "a.example" is already used by sites[0]`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,6 +58,8 @@ func (c *Config) Validate() error {
 	c.validateDivert(p)
 	c.validateGeo(p)
 	c.validateUpstreamTLS(p)
+	c.validateUpstreamConns(p)
+	c.validateStorm(p)
 	c.valid = len(p.errs) == 0
 	return errors.Join(p.errs...)
 }
@@ -345,6 +347,9 @@ func (c *Config) validateLimits(p *problems) {
 	if l.SpillBytes < 0 || l.SpillTotal < -1 {
 		p.add("limits", "spill_bytes must not be negative, spill_total must be -1 (off) or more")
 	}
+	if l.UpstreamQueueLen < 0 {
+		p.add("limits.upstream_queue_len", "must not be negative (0: 8 times upstream_conns)")
+	}
 	if l.UpstreamQueue <= 0 {
 		p.add("limits.upstream_queue", "must be positive")
 	}
@@ -442,4 +447,87 @@ func LoadRoots(path string) (*x509.CertPool, error) {
 
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// validateUpstreamConns checks sites' and routes' upstream_conns, and that
+// one address is not given two different caps (the edge keeps one line per
+// address).
+func (c *Config) validateUpstreamConns(p *problems) {
+	seen := map[string]int{}
+	check := func(key string, us Upstreams, n, own int) {
+		if own < 0 {
+			p.add(key+".upstream_conns", "must not be negative (0: the default)")
+			return
+		}
+		for _, u := range us {
+			if u == nil {
+				continue
+			}
+			if prev, ok := seen[u.Host]; ok && prev != n {
+				p.add(key+".upstream_conns", "%s is capped elsewhere at %d connections, here at %d: one address has one cap", u.Host, prev, n)
+			}
+			seen[u.Host] = n
+		}
+	}
+	for i := range c.Sites {
+		s := &c.Sites[i]
+		key := fmt.Sprintf("sites[%d]", i)
+		site := c.Limits.UpstreamConns
+		if s.UpstreamConns > 0 {
+			site = s.UpstreamConns
+		}
+		check(key, s.Upstream, site, s.UpstreamConns)
+		for j := range s.Routes {
+			r := &s.Routes[j]
+			n := site
+			if r.UpstreamConns > 0 {
+				n = r.UpstreamConns
+			}
+			check(fmt.Sprintf("%s.routes[%d]", key, j), r.Upstream, n, r.UpstreamConns)
+		}
+	}
+}
+
+// UpstreamConns is the cap of connections of each upstream address that
+// is not limits.upstream_conns (sites[].upstream_conns,
+// sites[].routes[].upstream_conns), by host:port.
+func (c *Config) UpstreamConns() map[string]int {
+	out := map[string]int{}
+	for i := range c.Sites {
+		s := &c.Sites[i]
+		site := c.Limits.UpstreamConns
+		if s.UpstreamConns > 0 {
+			site = s.UpstreamConns
+		}
+		for _, u := range s.Upstream {
+			if u != nil && site != c.Limits.UpstreamConns {
+				out[u.Host] = site
+			}
+		}
+		for j := range s.Routes {
+			n := site
+			if r := &s.Routes[j]; r.UpstreamConns > 0 {
+				n = r.UpstreamConns
+			}
+			for _, u := range s.Routes[j].Upstream {
+				if u != nil && n != c.Limits.UpstreamConns {
+					out[u.Host] = n
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (c *Config) validateStorm(p *problems) {
+	s := c.Storm
+	if s.On <= 0 || s.On > 1 {
+		p.add("storm.on", "want a pressure above 0 and at most 1, got %v", s.On)
+	}
+	if s.Off < 0 || s.Off >= s.On {
+		p.add("storm.off", "want a pressure from 0 to below storm.on (%v), got %v", s.On, s.Off)
+	}
+	if s.Hold < 0 {
+		p.add("storm.hold", "must not be negative")
+	}
 }

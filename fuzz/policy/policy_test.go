@@ -54,6 +54,10 @@ func requests() []*policy.Request {
 		{Method: "GET", Path: "/feed.xml", Header: http.Header{}},
 		{RemoteAddr: netip.MustParseAddr("198.51.100.1"), Method: "GET", Path: "/x", Proto: "HTTP/2.0", TLS: true,
 			Header: http.Header{"User-Agent": {chrome}}, ClientFamily: "chrome", ASN: 16509, ASOrg: "AMAZON-02", Country: "US"},
+		{RemoteAddr: netip.MustParseAddr("192.0.2.9"), Method: "GET", Path: "/search", Proto: "HTTP/2.0", TLS: true,
+			Header: http.Header{"User-Agent": {chrome}}, Cluster: "c1", HFP: "h", H2FP: "s|1|0|m,a,s,p", ASN: 64496,
+			Pressure: 0.9, Storm: true, Upstream: policy.UpstreamLoad{InUse: 8, Capacity: 8, Queue: 30, QueueWaitMs: 400, P50Ms: 90, P95Ms: 1200},
+			Load: [3]float64{12, 8, 3}},
 	}
 }
 
@@ -70,6 +74,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"bots":[{"name":"x","expression":{"all":["path == \"/\"","weight > 0"]},"action":"WEIGH"}]}`))
 	f.Add([]byte("bots: [{name: r, path_regex: ., action: RATE, rate: {key: pass, per_second: 1, burst: 2}}]"))
 	f.Add([]byte("bots: [{name: d, user_agent_regex: GPTBot, action: DIVERT, divert_to: tarpit}, {name: r, path_regex: ^/x, action: DENY_AND_REROUTE, reroute_to: 'https://example.org/'}, {name: g, asns: {match: [16509]}, geoip: {countries: [US]}, action: WEIGH}]\nthresholds: [{name: t, expression: weight >= 5, action: DIVERT, divert_to: maze}]\nstatus_codes: {CHALLENGE: 401, DENY: 451}\nhosting_asns: {add: [64500]}"))
+	f.Add([]byte("bots: [{name: r, expression: 'pressure > 0.5 && upstream.queue > 1.0', action: RATE, rate: {key: cluster, per_second: 1}}]\nthresholds: [{name: c, expression: 'weight < 20 && !storm', action: ALLOW}, {name: t, expression: 'weight >= 0 || load_1m > 4.0', action: CHALLENGE, challenge: {algorithm: fast, bits: 12}}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > maxInput {
 			return
@@ -135,6 +140,8 @@ func FuzzCompileExpression(f *testing.F) {
 		`((((((((((((((((((((((((((((((((((true))))))))))))))))))))))))))))))))))`,
 		`[1,2,3].map(x, x * 2).exists(y, y > 4)`,
 		`path + 1`,
+		`pressure > 0.5 && storm && upstream.queue_wait_ms > 100.0 && cluster != ""`,
+		`upstream.nope > 1.0`,
 	} {
 		f.Add(s)
 	}
@@ -217,6 +224,35 @@ func FuzzEvaluate(f *testing.F) {
 		}
 		if d.BrowserAgrees && (family == "" || d.Lied() && !d.Signals.Has(policy.SignalHeadless)) {
 			t.Fatalf("BrowserAgrees with family %q, signals %v", family, d.AppendNames(nil))
+		}
+	})
+}
+
+// FuzzCompileCondition: a condition (edge.yaml's challenge.when) compiles
+// or is refused with ErrExpression, never panics, and one that compiles
+// evaluates on any request without panicking; "" is the nil, always-true
+// condition.
+func FuzzCompileCondition(f *testing.F) {
+	for _, s := range []string{
+		"", "pressure > 0.5", "storm", "upstream.p95_ms > 800.0 || upstream.queue >= upstream.capacity",
+		`verifyFCrDNS(remoteAddress)`, "randInt(2) == 1", "pressure > 1", "load_15m", `cluster.startsWith("ja4:")`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		c, err := policy.CompileCondition(src)
+		switch {
+		case err != nil && !errors.Is(err, policy.ErrExpression):
+			t.Fatalf("error of no known kind: %v", err)
+		case err != nil:
+			return
+		case src == "" && c != nil, c != nil && c.String() != src:
+			t.Fatalf("String %q for %q", c.String(), src)
+		case len(src) > policy.MaxExpressionLen:
+			t.Fatalf("a %d-byte condition compiled", len(src))
+		}
+		for _, r := range requests() {
+			c.Eval(r)
 		}
 	})
 }

@@ -20,6 +20,7 @@ import (
 // waits for one to close, within the dial timeout.
 type connLimit struct {
 	max     int
+	conns   func(addr string) int // addr's own cap, or 0 for max
 	timeout time.Duration
 	evict   func(addr string) // closes idle connections to addr, set by New
 
@@ -63,7 +64,7 @@ func (l *connLimit) take(ctx context.Context, addr string) error {
 	var timer *time.Timer
 	for evicted := false; ; evicted = true {
 		l.mu.Lock()
-		if l.open[addr] < l.max {
+		if l.open[addr] < l.capOf(addr) {
 			l.open[addr]++
 			l.most = max(l.most, l.open[addr])
 			l.mu.Unlock()
@@ -93,6 +94,16 @@ func (l *connLimit) take(ctx context.Context, addr string) error {
 			return fmt.Errorf("%w: %s", ErrConnsFull, addr)
 		}
 	}
+}
+
+// capOf is addr's cap.
+func (l *connLimit) capOf(addr string) int {
+	if l.conns != nil {
+		if n := l.conns(addr); n > 0 {
+			return n
+		}
+	}
+	return l.max
 }
 
 // give counts a connection to addr closed.

@@ -21,6 +21,14 @@ type Route struct {
 	// client's requests wait behind its own. The edge gives one key per
 	// client address (an IPv6 client's /64).
 	Client netip.Addr
+	// Cluster, if not empty, is whom the request counts for instead of
+	// Client: the edge's client cluster (a pass's holder, a TLS and HTTP/2
+	// stack in a network), whose requests share one turn and one share of
+	// the line.
+	Cluster string
+	// Priority requests (pass holders, crawlers the policy allows) are
+	// given a freed slot before any other.
+	Priority bool
 	// Info, when not nil, receives the 1xx answers (103 Early Hints) the
 	// Transport's own client reads while it waits for the final answer;
 	// otherwise they go to the request's httptrace.ClientTrace, as
@@ -46,6 +54,14 @@ func WithRoute(ctx context.Context, r *Route) context.Context {
 func RouteFrom(ctx context.Context) *Route {
 	r, _ := ctx.Value(routeKey{}).(*Route)
 	return r
+}
+
+// flow is whom the request counts for in the slots' line.
+func (r *Route) flow() flow {
+	if r.Cluster != "" {
+		return flow{cluster: r.Cluster}
+	}
+	return flow{client: r.Client}
 }
 
 // Pick chooses the address of the first try, as of now, and returns the

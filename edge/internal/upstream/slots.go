@@ -15,16 +15,24 @@ import (
 // connection, so slots are connections; a small application behind the
 // edge sees at most that many, whatever a flood of clients does.
 //
-// A freed slot goes to the waiting client that holds the fewest slots
-// (the oldest of its requests): a client queuing hundreds of requests
-// waits behind its own, not in front of everyone else's.
+// The line is fair by client cluster (Route.Cluster, or the client's
+// address without one): a freed slot goes to a priority request first
+// (Route.Priority: pass holders, allowed crawlers), then to the waiting
+// cluster that holds the fewest slots, and among those to the one served
+// least recently, so that clusters take turns (round robin) and a cluster
+// queuing hundreds of requests waits behind its own. The line holds at
+// most Options.QueueLen requests; when it is full, a newcomer takes the
+// place of the newest request of the cluster that has the most waiting
+// (its fair share is the smallest), or, when that is the newcomer's own,
+// is refused: ErrQueueShare.
 //
 // Streams hold no slot: a websocket, an answer of server-sent events, and
 // a long poll (an answer whose body has been quiet for Options.StreamQuiet
 // while a request waits for a slot) are counted under their own bound
 // (Options.Streams), so that open tabs never starve the site.
 type connSlots struct {
-	size int
+	size     int
+	queueLen int // the most requests waiting
 	// streams is the bound of streams, nstreams their number.
 	streams  int32
 	nstreams atomic.Int32
@@ -34,15 +42,33 @@ type connSlots struct {
 	// slots may be held so, the other half stays for everyone else.
 	stalled atomic.Int32
 
+	lat latencies // the upstream's time to an answer's head
+
 	mu      sync.Mutex // guards the fields below
 	inUse   int
-	held    map[netip.Addr]int       // slots held, by client
-	waiting map[netip.Addr][]*waiter // each client's waiting requests, oldest first
+	held    map[flow]int    // slots held, by cluster
+	served  map[flow]uint64 // grants when the cluster, holding or waiting, was last given a slot
+	waiting map[flow]*queue // each cluster's waiting requests
 	nwait   int
-	seq     uint64
+	nprio   int                // of nwait, the priority requests
+	seq     uint64             // arrival order
+	grants  uint64             // slots handed over, for the clusters' turns
 	answers map[*body]struct{} // the answers holding a slot, being sent
 	sweeper *time.Timer        // settles the answers again while requests wait
 	armed   bool               // sweeper is set
+}
+
+// flow is whom a request counts for in the line: its cluster, or, without
+// one, its client's address.
+type flow struct {
+	cluster string
+	client  netip.Addr
+}
+
+// queue is one cluster's waiting requests, oldest first.
+type queue struct {
+	ws   []*waiter
+	prio int // the priority requests among ws
 }
 
 // DefaultStreamQuiet is how long the read of an answer's body must have
@@ -51,22 +77,35 @@ type connSlots struct {
 // request.
 const DefaultStreamQuiet = time.Second
 
-// ErrStreamsFull is a stream beyond Options.Streams.
-var ErrStreamsFull = errors.New("upstream: streams all open")
+// DefaultQueueFactor times Options.Conns is Options.QueueLen's default.
+const DefaultQueueFactor = 8
+
+var (
+	// ErrStreamsFull is a stream beyond Options.Streams.
+	ErrStreamsFull = errors.New("upstream: streams all open")
+	// ErrQueueShare is a request refused, or put out of the line, because
+	// the line was full and its cluster held the largest share of it.
+	ErrQueueShare = errors.New("upstream: the client cluster's share of the queue is full")
+)
 
 // waiter is a request waiting for a slot.
 type waiter struct {
-	ready   chan struct{} // receives the slot
-	seq     uint64        // arrival order
-	granted bool          // set with mu held when the slot is handed over
+	ready chan error // receives nil with the slot, or ErrQueueShare
+	seq   uint64     // arrival order
+	since int64      // when it began to wait, UnixNano
+	prio  bool
+	done  bool // set with mu held when the slot is handed over or the waiter put out
 }
 
-func newConnSlots(size, streams int, quiet time.Duration) *connSlots {
+func newConnSlots(size, queueLen, streams int, quiet time.Duration) *connSlots {
 	if quiet <= 0 {
 		quiet = DefaultStreamQuiet
 	}
-	return &connSlots{size: size, streams: int32(streams), quiet: quiet,
-		held: map[netip.Addr]int{}, waiting: map[netip.Addr][]*waiter{}}
+	if queueLen <= 0 {
+		queueLen = DefaultQueueFactor * size
+	}
+	return &connSlots{size: size, queueLen: max(queueLen, 1), streams: int32(streams), quiet: quiet,
+		held: map[flow]int{}, served: map[flow]uint64{}, waiting: map[flow]*queue{}}
 }
 
 // takeStream counts one more stream, or reports false when Options.Streams
@@ -94,20 +133,36 @@ func (s *connSlots) Stall() bool {
 // Unstall gives back a slot Stall counted.
 func (s *connSlots) Unstall() { s.stalled.Add(-1) }
 
-// acquire takes a slot for client, waiting at most queue (or until ctx
-// ends: a reset stream leaves the line at once).
-func (s *connSlots) acquire(ctx context.Context, client netip.Addr, queue time.Duration) error {
+// acquire takes a slot for f, waiting at most patience (or until ctx ends: a
+// reset stream leaves the line at once); a priority request is served
+// before the others.
+func (s *connSlots) acquire(ctx context.Context, f flow, prio bool, patience time.Duration) error {
 	s.mu.Lock()
 	if s.inUse < s.size && s.nwait == 0 {
 		s.inUse++
-		s.held[client]++
+		s.held[f]++
+		s.grants++
+		s.served[f] = s.grants
 		s.mu.Unlock()
 		return nil
 	}
+	if s.nwait >= s.queueLen && !s.makeRoom(f, prio) {
+		s.mu.Unlock()
+		return ErrQueueShare
+	}
 	s.seq++
-	w := &waiter{ready: make(chan struct{}, 1), seq: s.seq}
-	s.waiting[client] = append(s.waiting[client], w)
+	w := &waiter{ready: make(chan error, 1), seq: s.seq, since: time.Now().UnixNano(), prio: prio}
+	q := s.waiting[f]
+	if q == nil {
+		q = &queue{}
+		s.waiting[f] = q
+	}
+	q.ws = append(q.ws, w)
 	s.nwait++
+	if prio {
+		q.prio++
+		s.nprio++
+	}
 	if !s.armed {
 		s.armed = true
 		if s.sweeper == nil {
@@ -119,71 +174,144 @@ func (s *connSlots) acquire(ctx context.Context, client netip.Addr, queue time.D
 	s.mu.Unlock()
 	s.settle()
 
-	t := time.NewTimer(queue)
+	t := time.NewTimer(patience)
 	defer t.Stop()
 	var err error
 	select {
-	case <-w.ready:
-		return nil
+	case err = <-w.ready:
+		return err
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-t.C:
 		err = ErrQueueFull
 	}
 	s.mu.Lock()
-	if w.granted { // handed over as we gave up: give it back
+	if w.done { // handed over (or put out) as we gave up
 		s.mu.Unlock()
-		s.release(client)
+		if <-w.ready == nil {
+			s.release(f)
+		}
 		return err
 	}
-	q := s.waiting[client]
-	for i, x := range q {
-		if x == w {
-			q = append(q[:i], q[i+1:]...)
-			break
-		}
-	}
-	if len(q) == 0 {
-		delete(s.waiting, client)
-	} else {
-		s.waiting[client] = q
-	}
-	s.nwait--
+	s.remove(f, w)
 	s.mu.Unlock()
 	return err
 }
 
-// release gives client's slot to the waiting client holding the fewest
-// slots, or frees it.
-func (s *connSlots) release(client netip.Addr) {
+// makeRoom puts out the newest ordinary request of the cluster with the
+// most waiting, for a newcomer of f, and reports whether it did: not when
+// f's line (with the newcomer) would be the longest, unless the newcomer
+// has priority and ordinary requests wait. s.mu is held.
+func (s *connSlots) makeRoom(f flow, prio bool) bool {
+	var fat flow
+	most := -1
+	for c, q := range s.waiting {
+		if n := len(q.ws) - q.prio; n > most || n == most && c == f {
+			fat, most = c, n
+		}
+	}
+	if most <= 0 {
+		return false // priority requests only: none is put out
+	}
+	if !prio {
+		own := 0
+		if q := s.waiting[f]; q != nil {
+			own = len(q.ws) - q.prio
+		}
+		if fat == f || own+1 > most {
+			return false
+		}
+	}
+	q := s.waiting[fat]
+	for i := len(q.ws) - 1; i >= 0; i-- {
+		if w := q.ws[i]; !w.prio {
+			s.remove(fat, w)
+			w.done = true
+			w.ready <- ErrQueueShare
+			return true
+		}
+	}
+	return false
+}
+
+// remove takes w out of f's line. s.mu is held.
+func (s *connSlots) remove(f flow, w *waiter) {
+	q := s.waiting[f]
+	for i, x := range q.ws {
+		if x == w {
+			q.ws = append(q.ws[:i], q.ws[i+1:]...)
+			break
+		}
+	}
+	s.nwait--
+	if w.prio {
+		q.prio--
+		s.nprio--
+	}
+	if len(q.ws) == 0 {
+		delete(s.waiting, f)
+		if s.held[f] == 0 {
+			delete(s.served, f)
+		}
+	}
+}
+
+// release gives f's slot to the next waiting request (see connSlots), or
+// frees it.
+func (s *connSlots) release(f flow) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held[client] <= 1 {
-		delete(s.held, client)
+	if s.held[f] <= 1 {
+		delete(s.held, f)
+		if s.waiting[f] == nil {
+			delete(s.served, f)
+		}
 	} else {
-		s.held[client]--
+		s.held[f]--
 	}
 	if s.nwait == 0 {
 		s.inUse--
 		return
 	}
-	var next netip.Addr
+	prio := s.nprio > 0
+	var next flow
 	var best *waiter
 	for c, q := range s.waiting {
-		w := q[0]
-		if best == nil || s.held[c] < s.held[next] || s.held[c] == s.held[next] && w.seq < best.seq {
+		w := q.ws[0]
+		if prio {
+			if q.prio == 0 {
+				continue
+			}
+			for _, x := range q.ws {
+				if x.prio {
+					w = x
+					break
+				}
+			}
+		}
+		if best == nil || s.before(c, w, next, best) {
 			next, best = c, w
 		}
 	}
-	if q := s.waiting[next][1:]; len(q) == 0 {
-		delete(s.waiting, next)
-	} else {
-		s.waiting[next] = q
-	}
-	s.nwait--
 	s.held[next]++
-	best.granted = true
-	best.ready <- struct{}{}
+	s.remove(next, best)
+	s.grants++
+	s.served[next] = s.grants
+	best.done = true
+	best.ready <- nil
+}
+
+// before reports whether cluster a's request wa is served before cluster
+// b's wb: the cluster holding fewer slots, then the one served least
+// recently, then the older request. s.mu is held.
+func (s *connSlots) before(a flow, wa *waiter, b flow, wb *waiter) bool {
+	if ha, hb := s.held[a], s.held[b]; ha != hb {
+		return ha < hb
+	}
+	if sa, sb := s.served[a], s.served[b]; sa != sb {
+		return sa < sb
+	}
+	return wa.seq < wb.seq
 }
 
 // settle frees what slots it can for the requests waiting: an answer
@@ -246,8 +374,9 @@ func (s *connSlots) busy() int {
 
 // slotTable holds one connSlots per upstream address of a Transport.
 type slotTable struct {
-	size, streams int
-	quiet         time.Duration // DefaultStreamQuiet if zero
+	size, queueLen, streams int
+	conns                   func(addr string) int // the address's own size, or 0
+	quiet                   time.Duration         // DefaultStreamQuiet if zero
 
 	mu     sync.Mutex
 	byHost map[string]*connSlots
@@ -262,7 +391,17 @@ func (t *slotTable) forHost(host string) *connSlots {
 	if t.byHost == nil {
 		t.byHost = map[string]*connSlots{}
 	}
-	s := newConnSlots(t.size, t.streams, t.quiet)
+	size := t.size
+	if t.conns != nil {
+		if n := t.conns(host); n > 0 {
+			size = n
+		}
+	}
+	queueLen := t.queueLen
+	if queueLen <= 0 {
+		queueLen = DefaultQueueFactor * size
+	}
+	s := newConnSlots(size, queueLen, t.streams, t.quiet)
 	t.byHost[host] = s
 	return s
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,9 +26,17 @@ type Options struct {
 	// Streams caps the streams open to each address
 	// (limits.upstream_streams); beyond, ErrStreamsFull.
 	Streams int
+	// AddrConns are the addresses (host:port) whose connections are capped
+	// at another number than Conns (sites[].upstream_conns).
+	AddrConns map[string]int
 	// Queue is the longest wait for a free slot (limits.upstream_queue);
 	// beyond, ErrQueueFull.
 	Queue time.Duration
+	// QueueLen caps the requests waiting for a slot of each address
+	// (limits.upstream_queue_len); beyond, the cluster with the most
+	// waiting loses its newest (ErrQueueShare). If zero,
+	// DefaultQueueFactor times the address's Conns.
+	QueueLen int
 	// ConnectTimeout bounds a dial and its TLS handshake
 	// (timeouts.upstream_dial; if zero, only the system bounds them), and
 	// the wait of a dial at the Conns cap for a connection to close (if
@@ -62,6 +69,24 @@ type Options struct {
 	StreamQuiet time.Duration
 }
 
+// conns is addr's cap of connections, Conns unless AddrConns says
+// otherwise.
+func (o *Options) conns(addr string) int {
+	if n := o.AddrConns[addr]; n > 0 {
+		return n
+	}
+	return o.Conns
+}
+
+// mostConns is the largest cap of connections of any address.
+func (o *Options) mostConns() int {
+	n := o.Conns
+	for _, c := range o.AddrConns {
+		n = max(n, c)
+	}
+	return n
+}
+
 // maxHeaderBytes bounds the head of an upstream's answer.
 const maxHeaderBytes = 1 << 20
 
@@ -92,11 +117,12 @@ type Transport struct {
 // New returns a Transport bounded by o.
 func New(o Options) *Transport {
 	lim := newConnLimit(o.Conns, o.ConnectTimeout)
+	lim.conns = o.conns
 	t := &Transport{
 		base:      newTransport(o, lim),
 		fast:      newH1Client(o, lim),
 		conns:     lim,
-		slots:     slotTable{size: o.Conns, streams: o.Streams, quiet: o.StreamQuiet},
+		slots:     slotTable{size: o.Conns, queueLen: o.QueueLen, streams: o.Streams, conns: o.conns, quiet: o.StreamQuiet},
 		queue:     o.Queue,
 		read:      o.ReadTimeout,
 		failPause: o.FailPause,
@@ -160,14 +186,14 @@ func newTransport(o Options, lim *connLimit) *http.Transport {
 		DialContext:         plain,
 		DialTLSContext:      secure,
 		MaxIdleConns:        4096,
-		MaxIdleConnsPerHost: o.Conns,
+		MaxIdleConnsPerHost: o.mostConns(),
 		// The slots bound exchanges; this bounds connections, dials in
 		// progress included: a request reset while its dial is under way
 		// leaves that dial to finish into the idle pool, and without this
 		// cap a flood of resets would dial on and on. A stream's connection
 		// (an event stream, a long poll) stays the Transport's while it
 		// lasts, beside the others: connLimit holds those to Conns.
-		MaxConnsPerHost:        o.Conns + o.Streams,
+		MaxConnsPerHost:        o.mostConns() + o.Streams,
 		IdleConnTimeout:        idleTimeout,
 		ResponseHeaderTimeout:  o.HeaderTimeout,
 		ExpectContinueTimeout:  time.Second,
@@ -187,7 +213,7 @@ func newH1Client(o Options, lim *connLimit) *h1Client {
 		headerTimeout:  o.HeaderTimeout,
 		readTimeout:    o.ReadTimeout,
 		maxHeaderBytes: maxHeaderBytes,
-		maxIdle:        o.Conns,
+		maxIdle:        o.mostConns(),
 		idleTimeout:    idleTimeout,
 	}
 }
@@ -261,14 +287,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if upgrade && !tg.slots.takeStream() {
 			return nil, ErrStreamsFull
 		}
-		if err := tg.slots.acquire(req.Context(), route.Client, t.queue); err != nil {
+		if err := tg.slots.acquire(req.Context(), route.flow(), route.Priority, t.queue); err != nil {
 			if upgrade {
 				tg.slots.giveStream()
 			}
 			return nil, err
 		}
+		sent := time.Now()
 		res, err := rt.RoundTrip(out)
 		if err == nil {
+			tg.slots.lat.add(sent, time.Since(sent))
 			var lc *limitedConn
 			if conn != nil {
 				lc = conn.Load()
@@ -279,7 +307,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return res, err
 		}
-		tg.slots.release(route.Client)
+		tg.slots.release(route.flow())
 		if upgrade {
 			tg.slots.giveStream()
 		}
@@ -326,7 +354,7 @@ func isTimeout(err error) bool {
 // poll (connSlots.settle); with Options.Spill, its body can be read ahead
 // of a client that falls behind (spill.Body).
 func (t *Transport) hold(res *http.Response, slots *connSlots, route *Route, lc *limitedConn, ticket bool) (*http.Response, error) {
-	b := &body{ReadCloser: res.Body, slots: slots, client: route.Client, conn: lc}
+	b := &body{ReadCloser: res.Body, slots: slots, flow: route.flow(), conn: lc}
 	rwc, switched := res.Body.(io.ReadWriteCloser)
 	switched = switched && res.StatusCode == http.StatusSwitchingProtocols
 	stream := switched || EventStream(res.Header.Get("Content-Type"))
@@ -336,7 +364,7 @@ func (t *Transport) hold(res *http.Response, slots *connSlots, route *Route, lc 
 	}
 	if stream && !ticket && !slots.takeStream() {
 		_ = res.Body.Close()
-		slots.release(route.Client)
+		slots.release(b.flow)
 		return nil, ErrStreamsFull
 	}
 	if !stream {
@@ -367,7 +395,7 @@ func (t *Transport) hold(res *http.Response, slots *connSlots, route *Route, lc 
 	if b.conn != nil {
 		b.conn.uncount()
 	}
-	slots.release(route.Client)
+	slots.release(b.flow)
 	if switched {
 		res.Body = &switchedBody{body: b, rwc: rwc}
 		return res, nil
@@ -383,7 +411,7 @@ func (t *Transport) hold(res *http.Response, slots *connSlots, route *Route, lc 
 type body struct {
 	io.ReadCloser
 	slots     *connSlots
-	client    netip.Addr
+	flow      flow
 	conn      *limitedConn // the connection under the answer, if counted by connLimit
 	read      time.Duration
 	timer     *time.Timer // closes the body when a read waits past read
@@ -445,7 +473,7 @@ func (b *body) toStream() bool {
 	}
 	b.mu.Unlock()
 	b.slots.untrack(b)
-	b.slots.release(b.client)
+	b.slots.release(b.flow)
 	return true
 }
 
@@ -467,7 +495,7 @@ func (b *body) end() {
 	switch state {
 	case bodySlot:
 		b.slots.untrack(b)
-		b.slots.release(b.client)
+		b.slots.release(b.flow)
 	case bodyStream:
 		b.slots.giveStream()
 		if b.conn != nil {
