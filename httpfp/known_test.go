@@ -164,7 +164,7 @@ func TestKnownClientsLive(t *testing.T) {
 				if r.H2FP == "" || strings.HasPrefix(r.H2FP, "|") {
 					continue
 				}
-				if hc, ok := httpfp.LookupClient(r.H2FP); !ok || !strings.Contains(hc.Source, r.Source) || !strings.HasSuffix(r.H2FP, "|"+hc.Pseudo) {
+				if hc, ok := httpfp.LookupClient(r.H2FP); !ok || hc.Family != c.Family && !strings.Contains(hc.Source, r.Source) || !strings.HasSuffix(r.H2FP, "|"+hc.Pseudo) {
 					t.Errorf("%s: h2fp %s is %+v in the table, want %s", c.Name, r.H2FP, hc, c.Family)
 				}
 			}
