@@ -23,6 +23,7 @@ type metrics struct {
 	handshakes   *prometheus.CounterVec   // result (ok|failed|plain_http), proto (tcp|quic)
 	limited      *prometheus.CounterVec   // limit: requests and connections refused by a limits: bound
 	diverted     *prometheus.CounterVec   // target: requests sent to a divert: target
+	refusedEarly *prometheus.CounterVec   // transport (tcp|quic): connections refused at the ClientHello
 }
 
 // newMetrics registers the series; certStatus, if not nil, reports the
@@ -60,7 +61,12 @@ func newMetrics(certStatus func() []certs.NameStatus) *metrics {
 	m.diverted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "maat_diverted_total", Help: "Requests a DIVERT rule sent to a divert target, by target.",
 	}, []string{"target"})
-	m.reg.MustRegister(m.diverted, m.limited, m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
+	m.refusedEarly = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "maat_refused_early_total", Help: "Connections refused at their ClientHello because the policy denies every request on them (limits.refuse_early), by transport.",
+	}, []string{"transport"})
+	m.refusedEarly.WithLabelValues("tcp")
+	m.refusedEarly.WithLabelValues("quic")
+	m.reg.MustRegister(m.refusedEarly, m.diverted, m.limited, m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectorFunc{desc: certExpiry, collect: func(ch chan<- prometheus.Metric) {
 			if certStatus == nil {

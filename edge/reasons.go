@@ -24,6 +24,7 @@ const (
 	reasonUnknownSite       = "unknown_site"        // 421: a host no site serves (also on port 80)
 	reasonBadHost           = "bad_host"            // 400: port 80, a host that makes no URL
 	reasonPlainHTTP         = "plain_http"          // 400: plain HTTP on the TLS port, not GET or HEAD
+	reasonEarlyRefusal      = "early_refusal"       // no answer: refused at the ClientHello (limits.refuse_early)
 
 	// After the policy: basic authentication, the body, the upstream.
 	reasonAuthAttempts   = "auth_attempts"    // 429: failed basic-auth attempts of the client
@@ -53,6 +54,7 @@ var reasonTexts = map[string]string{
 	reasonUnknownSite:       "This server does not serve that host name.",
 	reasonBadHost:           "The request's host name cannot be part of a URL.",
 	reasonPlainHTTP:         "This port speaks HTTPS, not plain HTTP. Use an https:// URL.",
+	reasonEarlyRefusal:      "The connection was refused: this client is not allowed on this site.",
 
 	reasonAuthAttempts:   "Too many password attempts from your address. Wait a minute.",
 	reasonAuthBusy:       "The server is busy checking passwords. Try again in a moment.",

@@ -38,7 +38,7 @@ func (s *Server) startH3(tcp *net.TCPAddr) error {
 	}
 	s.quicTr = tr
 	base := s.tlsConf.Clone()
-	base.GetConfigForClient = tlsfp.GetConfigForClient(base.GetConfigForClient)
+	base.GetConfigForClient = tlsfp.GetConfigForClient(s.refuseQUIC(base.GetConfigForClient)) // limits.refuse_early (early.go)
 	tlsConf := http3.ConfigureTLSConfig(base)
 	qconf := &quic.Config{
 		HandshakeIdleTimeout: s.base.Timeouts.Handshake.D(),

@@ -105,6 +105,9 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 		}
 		c = &countedConn{Conn: c, release: func() { s.conns1.release(peer) }}
 	}
+	if s.refuseTCP(c, peer) { // limits.refuse_early (early.go)
+		return nil
+	}
 	rc := &recordingConn{Conn: c}
 	tc := tls.Server(rc, s.tlsConf)
 	ctx, cancel := context.WithTimeout(s.hsCtx, s.base.Timeouts.Handshake.D())

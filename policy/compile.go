@@ -48,6 +48,7 @@ type Policy struct {
 	// is set when more than 64 distinct names leave some without a bit.
 	familyBit   map[string]uint8
 	famOverflow bool
+	early       earlyPlan // for DenyConn (early.go)
 	// dnsPatterns are the constant patterns of verifyFCrDNS calls,
 	// compiled once.
 	dnsPatterns map[string]*regexp.Regexp
@@ -330,6 +331,7 @@ func compile(pf *parsed, opts Options) (*Policy, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
 	p.waitMax = [2]int{waitMaxWeight(p.thresholds, &calmRequest), waitMaxWeight(p.thresholds, &stormRequest)}
+	p.early = p.planEarly()
 	h := sha256.New()
 	for _, r := range p.rules {
 		h.Write([]byte(r.id))

@@ -27,6 +27,7 @@ var (
 
 // Wire constants (RFC 8446 §4, §5.1 and the IANA TLS registries).
 const (
+	recordTypeAlert         = 0x15
 	recordTypeHandshake     = 0x16
 	recordHeaderLen         = 5
 	maxPlaintext            = 1 << 14

@@ -152,6 +152,37 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// ReadHello reads the ClientHello now, as the first Read would, and
+// returns its fingerprint or why there is none (see Err): a server can
+// decide about the client before crypto/tls spends anything on it. The
+// bytes read are still returned by the following Reads. Later calls
+// return the same answer.
+func (c *Conn) ReadHello() (*Fingerprint, error) {
+	c.readMu.Lock()
+	if c.result.Load() == nil {
+		c.readHello()
+	}
+	c.readMu.Unlock()
+	r := c.result.Load()
+	return r.fp, r.err
+}
+
+// AlertAccessDenied is the TLS alert access_denied (RFC 8446, section
+// 6.2): "a valid certificate or PSK was received, but when access control
+// was applied, the sender decided not to proceed with negotiation".
+const AlertAccessDenied = 49
+
+// Refuse ends the connection in place of a handshake: it sends the fatal
+// alert (RFC 8446, section 6) in a plaintext record, as a server does
+// before its ServerHello, and closes the connection. A client reports it
+// as crypto/tls's "remote error: tls: access denied" or OpenSSL's "tlsv1
+// alert access denied".
+func (c *Conn) Refuse(alert uint8) error {
+	// legacy_record_version 0x0303 (RFC 8446, section 5.1); level 2: fatal.
+	_, err := c.Conn.Write([]byte{recordTypeAlert, 3, 3, 0, 2, 2, alert})
+	return errors.Join(err, c.Conn.Close())
+}
+
 // readHello reads until the records holding the ClientHello are complete,
 // or until the bytes cannot be a hello, the bound is passed, the deadline
 // expires or the connection ends; then it records the outcome.

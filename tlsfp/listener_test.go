@@ -2,10 +2,12 @@ package tlsfp
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -347,6 +349,75 @@ func TestHelloWithEOF(t *testing.T) {
 			}
 			if tt.name == "half a hello" && errors.Is(c.Err(), io.EOF) {
 				t.Errorf("Err = %v wraps io.EOF after some bytes", c.Err())
+			}
+		})
+	}
+}
+
+// TestReadHello: ReadHello fingerprints the hello before crypto/tls reads
+// a byte, and the handshake that follows gets the same bytes and succeeds;
+// Refuse instead answers with the alert the client reports.
+func TestReadHello(t *testing.T) {
+	t.Parallel()
+	conf := serverConfig(t)
+	for _, refuse := range []bool{false, true} {
+		t.Run(map[bool]string{false: "handshake", true: "refuse"}[refuse], func(t *testing.T) {
+			t.Parallel()
+			tcp, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln := NewListener(tcp, Config{})
+			defer ln.Close()
+			type outcome struct {
+				fp    *Fingerprint
+				err   error
+				hsErr error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				raw, err := ln.Accept()
+				if err != nil {
+					done <- outcome{err: err}
+					return
+				}
+				c := raw.(*Conn)
+				var o outcome
+				o.fp, o.err = c.ReadHello()
+				if fp, err := c.ReadHello(); fp != o.fp || err != o.err {
+					o.err = errors.New("a second ReadHello answered otherwise")
+				}
+				if refuse {
+					o.hsErr = c.Refuse(AlertAccessDenied)
+				} else {
+					tc := tls.Server(c, conf)
+					o.hsErr = tc.Handshake()
+					tc.Close()
+				}
+				done <- o
+			}()
+			conn, err := tls.Dial("tcp", tcp.Addr().String(), &tls.Config{InsecureSkipVerify: true, ServerName: "example.org"})
+			if err == nil {
+				conn.Close()
+			}
+			o := <-done
+			if o.err != nil || o.fp == nil || o.fp.SNI != "example.org" || !strings.HasPrefix(o.fp.JA4, "t13d") {
+				t.Fatalf("ReadHello = %+v, %v", o.fp, o.err)
+			}
+			if o.hsErr != nil {
+				t.Fatalf("server: %v", o.hsErr)
+			}
+			if !refuse {
+				if err != nil {
+					t.Fatalf("handshake after ReadHello: %v", err)
+				}
+				return
+			}
+			// crypto/tls keeps its alert type unexported: the client's
+			// error is a "remote error" whose text names the alert.
+			var oe *net.OpError
+			if !errors.As(err, &oe) || oe.Op != "remote error" || oe.Err.Error() != "tls: access denied" {
+				t.Fatalf("client: %v; want remote error: tls: access denied", err)
 			}
 		})
 	}

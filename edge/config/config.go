@@ -427,6 +427,13 @@ type Limits struct {
 	// net/http as it holds it, the standard path. HTTP/2 connections are
 	// never parked. Default 250ms.
 	ParkAfter Duration `yaml:"park_after"`
+	// RefuseEarly refuses, at its ClientHello, a connection every request
+	// of which the policy would deny (policy.DenyConn: its fingerprint,
+	// address or network alone decides): a TLS access_denied alert before
+	// any handshake work, or a QUIC CRYPTO_ERROR 0x131, instead of the
+	// deny page after a full handshake. false: such clients get the deny
+	// page, later, as every other denial. Default true.
+	RefuseEarly bool `yaml:"refuse_early"`
 }
 
 // Duration is a time.Duration written as "10s" in YAML.
@@ -476,6 +483,7 @@ func Default() Config {
 			AuthAttempts:      10,
 			QUICHandshakes:    64,
 			ParkAfter:         Duration(DefaultParkAfter),
+			RefuseEarly:       true,
 		},
 	}
 }

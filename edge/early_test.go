@@ -1,0 +1,207 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/maatproxy/maat/internal/testenv"
+)
+
+// earlyPolicy denies curl by its TLS stack's family and every QUIC client
+// by its JA4 ("q…"), whatever the request; everything else is allowed.
+const earlyPolicy = `bots:
+  - { name: no-curl, client_family: [curl], action: DENY }
+  - { name: no-quic, ja4: ["q*"], action: DENY }
+`
+
+// startEarlyEdge starts an edge with earlyPolicy and limits.refuse_early
+// set to refuse, logging fingerprints to the returned file.
+func startEarlyEdge(t *testing.T, refuse bool) (*testEdge, string) {
+	t.Helper()
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte(earlyPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fp := filepath.Join(dir, "fp.jsonl")
+	up := echoUpstream(t, "a")
+	e := startEdge(t, fmt.Sprintf("log: {fingerprints: %s}\npolicy: %s\nlimits: {refuse_early: %v}\nsites: [{hosts: [localhost], upstream: %s}]\n",
+		fp, pol, refuse, up.URL))
+	return e, fp
+}
+
+// earlyLines reads the fingerprint log's lines that keep says to keep.
+func earlyLines(t *testing.T, file string, keep func(fpLine) bool) []fpLine {
+	t.Helper()
+	f, err := os.Open(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []fpLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l fpLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil && keep(l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func isEarlyRefusal(l fpLine) bool { return l.str("reason") == reasonEarlyRefusal }
+
+// metricLine returns the line of the admin /metrics that starts with
+// series, or "".
+func metricLine(t *testing.T, e *testEdge, series string) string {
+	t.Helper()
+	res, err := http.Get("http://" + e.Addrs().Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, series+" ") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+// TestRefuseEarlyCurl: curl, whose TLS stack the policy denies, is refused
+// at its ClientHello with the access_denied alert (curl exit 35), counted
+// and logged once; with refuse_early: false the same curl gets the deny
+// page (403) after a full handshake. A Go client is served either way.
+func TestRefuseEarlyCurl(t *testing.T) {
+	t.Parallel()
+	bin := testenv.NeedCommand(t, "curl")
+	for _, refuse := range []bool{true, false} {
+		t.Run(fmt.Sprintf("refuse_early=%v", refuse), func(t *testing.T) {
+			t.Parallel()
+			e, fpFile := startEarlyEdge(t, refuse)
+			p := port(e.Addrs().HTTPS)
+			for _, v := range []string{"--http2", "--http1.1"} {
+				path := "/early/curl" + strings.TrimPrefix(v, "--http")
+				cmd := exec.Command(bin, "-sSk", v, "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
+					"--resolve", "localhost:"+p+":127.0.0.1", "https://localhost:"+p+path)
+				var stdout, stderr strings.Builder
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				err := cmd.Run()
+				var exit *exec.ExitError
+				if refuse {
+					// curl's CURLE_SSL_CONNECT_ERROR, with the alert as its
+					// TLS library names it ("tlsv1 alert access denied").
+					if !errors.As(err, &exit) || exit.ExitCode() != 35 || !strings.Contains(strings.ToLower(stderr.String()), "access denied") {
+						t.Fatalf("curl %s: %v, stderr %q; want exit 35 and the access_denied alert", v, err, stderr.String())
+					}
+					continue
+				}
+				if err != nil || stdout.String() != "403" {
+					t.Fatalf("curl %s: %v %s, status %s; want the deny page's 403", v, err, stderr.String(), stdout.String())
+				}
+				l := waitLine(t, fpFile, path)
+				if l.str("action") != "DENY" || !slices.Contains(l.rules(), "no-curl") {
+					t.Errorf("%s: action %s rules %v; want DENY by no-curl", path, l.str("action"), l.rules())
+				}
+			}
+
+			// Honest clients are served.
+			for _, proto := range []string{"h1", "h2"} {
+				res, _ := get(t, e.client(t, proto), e.url("/early/go-"+proto))
+				if res.StatusCode != http.StatusOK {
+					t.Errorf("go %s: status %d; want 200", proto, res.StatusCode)
+				}
+			}
+
+			want := 0
+			if refuse {
+				want = 2
+			}
+			series := `maat_refused_early_total{transport="tcp"}`
+			if !waitFor(t, 10*time.Second, func() bool {
+				return metricLine(t, e, series) == fmt.Sprintf("%s %d", series, want) &&
+					len(earlyLines(t, fpFile, isEarlyRefusal)) == want
+			}) {
+				t.Fatalf("metric %q and %d early_refusal lines; want %d of each", metricLine(t, e, series),
+					len(earlyLines(t, fpFile, isEarlyRefusal)), want)
+			}
+			for _, l := range earlyLines(t, fpFile, isEarlyRefusal) {
+				if l.str("action") != "DENY" || l.str("client_family") != "curl" || !strings.HasPrefix(l.str("ja4"), "t13") ||
+					l.str("sni") != "localhost" || l.str("remote_ip") != "127.0.0.1" || l.str("request_id") == "" ||
+					l["status"] != nil || l.str("path") != "" {
+					t.Errorf("early_refusal line %v", l)
+				}
+			}
+		})
+	}
+}
+
+// TestRefuseEarlyQUIC: a QUIC client whose JA4 the policy denies is
+// refused at its ClientHello with CRYPTO_ERROR 0x131 (0x100 + the TLS
+// alert access_denied, RFC 9001 section 4.8), as quic-go sends it from the
+// GetConfigForClient error; with refuse_early: false it gets the deny page
+// over HTTP/3.
+func TestRefuseEarlyQUIC(t *testing.T) {
+	t.Parallel()
+	for _, refuse := range []bool{true, false} {
+		t.Run(fmt.Sprintf("refuse_early=%v", refuse), func(t *testing.T) {
+			t.Parallel()
+			e, fpFile := startEarlyEdge(t, refuse)
+			if !refuse {
+				res, _ := get(t, e.client(t, "h3"), e.url("/early/h3"))
+				if res.StatusCode != http.StatusForbidden {
+					t.Fatalf("h3: status %d; want the deny page's 403", res.StatusCode)
+				}
+				if l := waitLine(t, fpFile, "/early/h3"); l.str("action") != "DENY" || !slices.Contains(l.rules(), "no-quic") {
+					t.Errorf("action %s rules %v; want DENY by no-quic", l.str("action"), l.rules())
+				}
+				if got := metricLine(t, e, `maat_refused_early_total{transport="quic"}`); !strings.HasSuffix(got, " 0") {
+					t.Errorf("metric %q; want 0", got)
+				}
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			conn, err := quic.DialAddr(ctx, e.Addrs().HTTP3, e.tlsConfig(http3.NextProtoH3), nil)
+			if err == nil {
+				_ = conn.CloseWithError(0, "")
+				t.Fatal("the QUIC handshake succeeded")
+			}
+			var te *quic.TransportError
+			if !errors.As(err, &te) || !te.Remote || te.ErrorCode != quic.TransportErrorCode(0x100+49) {
+				t.Fatalf("dial: %v (%#v); want a remote CRYPTO_ERROR 0x131 (access_denied)", err, te)
+			}
+			series := `maat_refused_early_total{transport="quic"}`
+			if !waitFor(t, 10*time.Second, func() bool {
+				return metricLine(t, e, series) == series+" 1" && len(earlyLines(t, fpFile, isEarlyRefusal)) == 1
+			}) {
+				t.Fatalf("metric %q, %d early_refusal lines; want 1 of each", metricLine(t, e, series), len(earlyLines(t, fpFile, isEarlyRefusal)))
+			}
+			if l := earlyLines(t, fpFile, isEarlyRefusal)[0]; !strings.HasPrefix(l.str("ja4"), "q13") || l.str("alpn") != "h3" {
+				t.Errorf("early_refusal line %v", l)
+			}
+		})
+	}
+}
