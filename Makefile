@@ -12,7 +12,7 @@ SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin cur
 # (java Get.java) needs jdk.compiler, which a JRE lacks.
 SYSPKGS := fonts-noto-cjk python3-requests
 
-.PHONY: image demo test deps check unit conformance test-next-go fuzz bench bench-peers attack build deb clean anubis-data
+.PHONY: image demo test deps check unit conformance test-next-go fuzz bench bench-peers attack storm storm-anubis build deb clean anubis-data
 
 demo:
 	$(GO) run ./cmd/edge demo
@@ -131,6 +131,30 @@ bench:
 ATTACKFLAGS ?=
 attack:
 	$(GO) run ./bench/attack $(ATTACKFLAGS)
+
+# storm runs the storm of issue 35 (bench/storm): a slow upstream (8 at a
+# time, 200 req/s), bots of the kinds seen in the wild from 2,000 loopback
+# addresses, people with and without pass cookies; bounded (20 s of storm by
+# default) and stopping by itself. It prints people's p50/p95 and success,
+# each bot kind's share reaching the upstream, the upstream's peak queue and
+# the front's CPU. NGINX=path adds nginx with a per-IP limit_req, and
+# ANUBIS=path (with NGINX) Anubis behind nginx, in the same run; make
+# storm-anubis builds bin/anubis. STORMFLAGS passes flags, e.g.
+# STORMFLAGS="-calm 10s -maat-config 'challenge: {when: storm}'"; see
+# go run ./bench/storm -h and docs/operations.md ("Storm").
+NGINX      ?=
+ANUBIS     ?=
+STORMFLAGS ?=
+storm: build
+	$(GO) run ./bench/storm -edge bin/edge $(if $(NGINX),-nginx $(NGINX)) $(if $(ANUBIS),-anubis $(ANUBIS)) $(STORMFLAGS)
+
+# storm-anubis builds Anubis (ANUBIS_VERSION) into bin/anubis from its Go
+# module, fetched by the go command, for make storm ANUBIS=bin/anubis. Its
+# JavaScript bundles are made with npm upstream and are not in the module:
+# empty stand-ins take their place (the storm's clients speak Anubis's API
+# and run no script). Anubis does not become a dependency of the edge.
+storm-anubis:
+	GO='$(GO)' ANUBIS_VERSION='$(ANUBIS_VERSION)' sh bench/storm/anubis.sh
 
 # bench-peers measures the edge against nginx and Caddy on this machine, in
 # one run (bench/peers/doc.go): HTTP/1.1 and HTTP/2 throughput and CPU per

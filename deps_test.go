@@ -50,7 +50,8 @@ func allowed(from, to string) bool {
 	case from == "edge":
 		return leaves[top(to)] || to == "edge/config" || to == "edge/internal/park" ||
 			to == "edge/internal/upstream" || to == "edge/internal/spill" ||
-			to == "edge/internal/drain" || to == "edge/internal/basicauth" || to == "edge/internal/secret"
+			to == "edge/internal/drain" || to == "edge/internal/basicauth" || to == "edge/internal/secret" ||
+			to == "edge/internal/console"
 	case from == "edge/internal/upstream":
 		return leaves[top(to)] || to == "edge/internal/spill"
 	case from == "edge/internal/spill":
@@ -59,6 +60,8 @@ func allowed(from, to string) bool {
 		return false // what it needs of the Server is its Tracker interface
 	case from == "edge/internal/secret":
 		return to == "challenge" // its shortest secret
+	case from == "edge/internal/console":
+		return to == "fplog" // the actions and the client address modes; upstreams through its interface
 	case from == "edge/internal/basicauth":
 		return false // the attempt limit is a func the Handler passes in
 	case from == "edge/internal/park":
@@ -181,6 +184,10 @@ func TestPolicyTable(t *testing.T) {
 		{"edge", "edge/internal/secret", true},
 		{"edge/internal/secret", "challenge", true},
 		{"edge/internal/secret", "edge", false},
+		{"edge", "edge/internal/console", true},
+		{"edge/internal/console", "fplog", true},
+		{"edge/internal/console", "edge/internal/upstream", false},
+		{"edge/internal/console", "edge", false},
 	} {
 		if got := allowed(tt.from, tt.to); got != tt.want {
 			t.Errorf("allowed(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)

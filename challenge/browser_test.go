@@ -241,6 +241,45 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	// When the work is done the page says Done, and no longer how much
+	// time is left. Date.now runs a second ahead at each call, so that
+	// the progress display (at most every 250 ms) shows the time left
+	// before the end however fast the machine; a recorder notes the
+	// speed line when the status turns Done.
+	t.Run("done leaves no time left", func(t *testing.T) {
+		t.Parallel()
+		tab := newTab(t, browser)
+		record := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `(() => {
+				const real = Date.now.bind(Date); let n = 0;
+				Date.now = () => real() + 1000 * ++n;
+				new MutationObserver(() => {
+					const root = document.getElementById('maat'), status = document.getElementById('maat-status'), speed = document.getElementById('maat-speed');
+					if (!root || !status || !speed) return;
+					if (speed.textContent.includes(root.dataset.tEta.split('%s')[0])) sessionStorage.setItem('eta-seen', '1');
+					if (status.textContent === root.dataset.tDone && sessionStorage.getItem('at-done') === null) sessionStorage.setItem('at-done', speed.textContent);
+				}).observe(document, {subtree: true, childList: true, characterData: true});
+			})()`})
+			return err
+		})
+		if err := chromedp.Do(tab, record, chromedp.Navigate(base+"/nowait/done")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := waitUpstream(tab); err != nil {
+			t.Fatal(err)
+		}
+		got, err := chromedp.Run(tab, chromedp.Evaluate[[]any](`[sessionStorage.getItem('eta-seen'), sessionStorage.getItem('at-done')]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != "1" {
+			t.Fatalf("the page never showed the time left (recorded %q): the test proves nothing", got)
+		}
+		if got[1] == nil || strings.Contains(got[1].(string), "Time left") {
+			t.Errorf("speed line when the status said Done: %q; want no time left", got[1])
+		}
+	})
+
 	t.Run("no JavaScript passes by meta refresh", func(t *testing.T) {
 		t.Parallel()
 		tab := newTab(t, browser)

@@ -167,7 +167,7 @@ func TestChallengePage(t *testing.T) {
 				t.Error("challenge page may be cached")
 			}
 			// The ID the logs carry, for a visitor stuck on the page to quote.
-			if w.Header().Get("X-Request-Id") != "req-2" || !strings.Contains(body, "<code>req-2</code>") {
+			if w.Header().Get("X-Request-Id") != "req-2" || !strings.Contains(body, `<code class="rid">req-2</code>`) {
 				t.Errorf("request ID: header %q, shown: %v", w.Header().Get("X-Request-Id"), strings.Contains(body, "req-2"))
 			}
 		})
@@ -459,5 +459,40 @@ func TestFailurePagesForAPIs(t *testing.T) {
 		if w.Code != tt.status || isHTML(w) || json.Unmarshal(w.Body.Bytes(), &v) != nil || v.Error != tt.code || v.RequestID != "req-9" {
 			t.Errorf("status %d, body %s", w.Code, w.Body)
 		}
+	}
+}
+
+// TestRequestIDCopyable: the deny and challenge pages show the request ID
+// under its localized label, in a <code> that one click or tap selects
+// whole (user-select: all, in the style sheet: the deny page runs no
+// script), equal to the X-Request-Id header.
+func TestRequestIDCopyable(t *testing.T) {
+	t.Parallel()
+	c, _ := newTest(t, func(cfg *Config) { cfg.Messages = loadMessages(t) })
+	css := string(c.assets["maat.css"].body)
+	if !regexp.MustCompile(`\.rid\{[^}]*(^|;|\{)user-select:all`).MatchString(css) {
+		t.Errorf("maat.css does not make .rid select whole:\n%s", css)
+	}
+	for _, tt := range []struct{ page, accept, label string }{
+		{"deny", "en", "Request ID"}, {"deny", "de", "Anfrage-ID"},
+		{"challenge", "en", "Request ID"}, {"challenge", "de", "Anfrage-ID"},
+	} {
+		t.Run(tt.page+" "+tt.accept, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest(http.MethodGet, "https://example.org/x", nil)
+			r.Header.Set("Sec-Fetch-Mode", "navigate")
+			r.Header.Set("Accept-Language", tt.accept)
+			w := httptest.NewRecorder()
+			if tt.page == "deny" {
+				c.Deny(w, r, "k3x9-1f", "bad_ua")
+			} else {
+				c.Challenge(w, r, alice, Spec{Bits: 12}, "k3x9-1f")
+			}
+			re := regexp.MustCompile(regexp.QuoteMeta(tt.label) + `(</dt><dd>|: )<code class="rid">([^<]*)</code>`)
+			m := re.FindStringSubmatch(w.Body.String())
+			if m == nil || m[2] != w.Header().Get("X-Request-Id") || m[2] != "k3x9-1f" {
+				t.Errorf("ID shown %q, header %q; want k3x9-1f under %q:\n%s", m, w.Header().Get("X-Request-Id"), tt.label, w.Body.String())
+			}
+		})
 	}
 }

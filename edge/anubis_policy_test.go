@@ -156,8 +156,8 @@ func TestVerifyPublishedRangesLive(t *testing.T) {
 	for _, tt := range []struct {
 		name, from, action, rule string
 	}{
-		{"in the ranges", "104.43.54.127", "ALLOW", "verified-crawler"},
-		{"elsewhere", "203.0.113.7", "DENY", "fake-crawler"},
+		{"in the ranges", "104.43.54.127", "ALLOW", "verified_crawler"},
+		{"elsewhere", "203.0.113.7", "DENY", "fake_crawler"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

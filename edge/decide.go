@@ -14,20 +14,25 @@ import (
 
 // decide weighs the request with the policy and answers it when the policy
 // says so (deny, reroute, rate limit, challenge, divert). It reports
-// whether the request goes on to its route.
+// whether the request goes on to its route. A site that runs dry
+// (dry_run) only records what the policy decided (dryRun).
 func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
+	sp := h.policyFor(st.site)
 	pr := h.policyRequest(r, st)
-	dec := h.policy.Evaluate(&pr)
+	dec := sp.policy.Evaluate(&pr)
 	if dec.NeedFCrDNS { // an Anubis verifyFCrDNS or reverseDNS expression
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		pr.FCrDNS = h.env.verifier.FCrDNS(ctx, st.client)
 		cancel()
-		dec = h.policy.Evaluate(&pr)
+		dec = sp.policy.Evaluate(&pr)
 	}
 	st.weight = dec.Weight
 	st.rules = dec.AppendNames(st.rulesBuf[:0])
 	cl := st.challengeClient()
-	wait := h.waitFor(&dec)
+	wait := h.waitFor(sp.policy, &dec)
+	if st.site.dryRun {
+		return h.dryRun(r, st, sp, &dec, cl, wait)
+	}
 
 	switch dec.Action {
 	case policy.DENY:
@@ -37,7 +42,7 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 			writeRedirect(w, dec.RerouteTo, http.StatusTemporaryRedirect)
 			return false
 		}
-		h.challenger.Deny(w, r, st.id, ruleReason(dec.Rule))
+		sp.challenger.Deny(w, r, st.id, ruleReason(dec.Rule))
 		return false
 	case policy.DIVERT:
 		st.action = fplog.ActionDivert
@@ -50,29 +55,25 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 			h.env.Log.LogAttrs(r.Context(), slog.LevelError, "rate_store_failed", slog.String("error", err.Error()))
 		} else if !ok {
 			st.action = fplog.ActionRate
-			h.challenger.RateLimited(w, r, st.id, retry)
+			sp.challenger.RateLimited(w, r, st.id, retry)
 			return false
 		}
 		st.action = fplog.ActionAllow
 	case policy.CHALLENGE:
-		need := challenge.Need{Bits: dec.Challenge.Bits, Wait: wait > 0}
-		if dec.Challenge.Algorithm == "metarefresh" {
-			need.Bits = min(need.Bits, challenge.WaitBits) // the rule asks for the wait alone
-		}
-		if reason := h.challenger.Check(r, cl, need); reason != challenge.PassOK {
+		if reason := sp.challenger.Check(r, cl, challengeNeed(&dec, wait)); reason != challenge.PassOK {
 			st.action = fplog.ActionChallenge
 			st.challenge = &fplog.Challenge{Alg: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits}
 			h.env.metrics.challenges.WithLabelValues("issued", reason.String()).Inc()
 			// An Anubis difficulty of 0 asks only that the page's script
 			// runs: one bit, not challenge's default for an unset Bits.
 			spec := challenge.Spec{Algorithm: dec.Challenge.Algorithm, Bits: max(dec.Challenge.Bits, 1), Rule: dec.Rule, Wait: wait}
-			h.challenger.Challenge(w, r, cl, spec, st.id)
+			sp.challenger.Challenge(w, r, cl, spec, st.id)
 			return false
 		}
 		st.action = fplog.ActionPass
 	default:
 		st.action = fplog.ActionAllow
-		if h.challenger.Check(r, cl, challenge.Need{Wait: true}) == challenge.PassOK {
+		if sp.challenger.Check(r, cl, challenge.Need{Wait: true}) == challenge.PassOK {
 			st.action = fplog.ActionPass
 		}
 	}
@@ -88,7 +89,7 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 // (a parrot, tls_http_mismatch, is a lie)
 // and whose weight is below challenge.wait.max_weight; it grows with the
 // weight, to twice challenge.wait.duration at max_weight.
-func (h *Handler) waitFor(d *policy.Decision) time.Duration {
+func (h *Handler) waitFor(p *policy.Policy, d *policy.Decision) time.Duration {
 	base := h.cfg.Challenge.Wait.Duration.D()
 	if d.Action == policy.CHALLENGE && d.Challenge.Algorithm == "metarefresh" {
 		return base
@@ -98,7 +99,7 @@ func (h *Handler) waitFor(d *policy.Decision) time.Duration {
 	case -1:
 		return 0
 	case 0:
-		maxWeight = h.policy.WaitMaxWeight()
+		maxWeight = p.WaitMaxWeight()
 	}
 	if !d.BrowserAgrees || d.Lied() || d.Weight >= maxWeight || d.Action == policy.CHALLENGE && d.Challenge.Bits > challenge.WaitBits {
 		return 0
@@ -107,6 +108,16 @@ func (h *Handler) waitFor(d *policy.Decision) time.Duration {
 		return base
 	}
 	return base + base*time.Duration(d.Weight)/time.Duration(maxWeight)
+}
+
+// challengeNeed is what a pass must show for the CHALLENGE decision d,
+// with the no-JavaScript wait offered when wait > 0.
+func challengeNeed(d *policy.Decision, wait time.Duration) challenge.Need {
+	need := challenge.Need{Bits: d.Challenge.Bits, Wait: wait > 0}
+	if d.Challenge.Algorithm == "metarefresh" {
+		need.Bits = min(need.Bits, challenge.WaitBits) // the rule asks for the wait alone
+	}
+	return need
 }
 
 // policyRequest is what the policy sees of r.

@@ -90,7 +90,7 @@ func liveDecision(t *testing.T, dns policy.Resolver, raw string) fplog.Record {
 const googlebotLine = `{"remote_ip":"127.0.0.1","host":"a.test","method":"GET","path":"/page","proto":"HTTP/1.1","user_agent":"` + googlebotUA + `"}`
 
 // TestCrawlerVerificationLive: a request claiming Googlebot from an
-// address whose reverse name is not Google's is denied as fake-crawler;
+// address whose reverse name is not Google's is denied as fake_crawler;
 // one whose address verifies is allowed; and the log line says of the
 // request what googlebotLine says. `edge policy explain` must decide the
 // same, from flags and from that line, given the same resolver:
@@ -105,7 +105,7 @@ func TestCrawlerVerificationLive(t *testing.T) {
 		action, rule string
 	}{
 		{"fake googlebot", fakeDNS{ptr: map[string][]string{"127.0.0.1": {"host-1.example.net."}}},
-			"DENY", "fake-crawler"},
+			"DENY", "fake_crawler"},
 		{"real googlebot", fakeDNS{ptr: map[string][]string{"127.0.0.1": {"crawl-127-0-0-1.googlebot.com."}},
 			a: map[string][]netip.Addr{"crawl-127-0-0-1.googlebot.com.": {loop}, "crawl-127-0-0-1.googlebot.com": {loop}}},
 			"ALLOW", ""},

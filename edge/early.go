@@ -32,11 +32,28 @@ import (
 var errRefusedEarly = fmt.Errorf("edge: refused at the ClientHello: %w", tls.AlertError(tlsfp.AlertAccessDenied))
 
 // refusesEarly reports whether h refuses any connection early: the
-// configuration asks for it and the policy can deny a connection at all.
+// configuration asks for it, no site runs dry (a dry run decides and logs,
+// and forwards everything), and every site's policy can deny a connection.
 func (h *Handler) refusesEarly() bool {
-	// TODO(dry_run): false under dry_run (global or of every site) once
-	// that key exists: a dry run decides and logs, and forwards everything.
-	return h.cfg.Limits.RefuseEarly && h.policy.DeniesConns()
+	if !h.cfg.Limits.RefuseEarly {
+		return false
+	}
+	for _, st := range h.connSites() {
+		if st.dryRun || !h.policyFor(st).policy.DeniesConns() {
+			return false
+		}
+	}
+	return true
+}
+
+// connSites are the sites a connection's requests may reach, whatever its
+// SNI names: HTTP/2 coalesces hosts on one connection, and a client names
+// the Host it likes.
+func (h *Handler) connSites() []*site {
+	if len(h.sites.list) == 0 && h.sites.fallback != nil {
+		return []*site{h.sites.fallback}
+	}
+	return h.sites.list
 }
 
 // denyConn reports whether every request of a connection from peer whose
@@ -53,9 +70,14 @@ func (h *Handler) denyConn(fp *tlsfp.Fingerprint, peer netip.Addr) (geo.Info, bo
 		gi = h.env.Geo.Lookup(peer)
 		c.ASN, c.ASOrg, c.Country = gi.ASN, gi.ASOrg, gi.Country
 	}
-	// With per-site policies, this is the policy of the site fp.SNI
-	// names, or every site's when it names none.
-	return gi, h.policy.DenyConn(&c)
+	// Every site's policy must deny it: the requests of one connection may
+	// name any site (see connSites).
+	for _, st := range h.connSites() {
+		if st.dryRun || !h.policyFor(st).policy.DenyConn(&c) {
+			return gi, false
+		}
+	}
+	return gi, true
 }
 
 // refuseTCP reads the ClientHello of c, a connection from peer, and

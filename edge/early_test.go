@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,9 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
+	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/internal/testenv"
+	"github.com/maatproxy/maat/tlsfp"
 )
 
 // earlyPolicy denies curl by its TLS stack's family and every QUIC client
@@ -201,6 +204,52 @@ func TestRefuseEarlyQUIC(t *testing.T) {
 			}
 			if l := earlyLines(t, fpFile, isEarlyRefusal)[0]; !strings.HasPrefix(l.str("ja4"), "q13") || l.str("alpn") != "h3" {
 				t.Errorf("early_refusal line %v", l)
+			}
+		})
+	}
+}
+
+// TestRefuseEarlySites: the edge refuses a connection early only when
+// every site it may reach would deny it, and no site runs dry: a site with
+// a policy that allows the client, or dry_run (global or a site's), turns
+// the early refusal off, since any of that connection's requests may name
+// that site.
+func TestRefuseEarlySites(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	deny := filepath.Join(dir, "deny.yaml")
+	allow := filepath.Join(dir, "allow.yaml")
+	for file, text := range map[string]string{deny: earlyPolicy, allow: "bots:\n  - { name: all, path_regex: '.*', action: ALLOW }\n"} {
+		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	curl := tlsfp.Fingerprint{JA4: "t13d3112h2_e8f1e7e78f70_6bebaf5329ac", Client: tlsfp.Client{Family: "curl"}}
+	for _, tt := range []struct {
+		name, cfg string
+		refuse    bool
+	}{
+		{"one site, its policy denies", "policy: " + deny + "\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]", true},
+		{"refuse_early off", "policy: " + deny + "\nlimits: {refuse_early: false}\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]", false},
+		{"dry_run", "policy: " + deny + "\ndry_run: true\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}]", false},
+		{"one site runs dry", "policy: " + deny + "\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}, {hosts: [b.test], upstream: 'http://127.0.0.1:1', dry_run: true}]", false},
+		{"another site's policy allows", "policy: " + deny + "\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}, {hosts: [b.test], upstream: 'http://127.0.0.1:1', policy: " + allow + "}]", false},
+		{"two sites, both deny", "policy: " + deny + "\nsites: [{hosts: [a.test], upstream: 'http://127.0.0.1:1'}, {hosts: [b.test], upstream: 'http://127.0.0.1:1', policy: " + deny + "}]", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := config.Parse("e.yaml", []byte("tls: {mode: self-signed, cache: ''}\nlog: {fingerprints: 'off'}\n"+tt.cfg+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := NewHandler(cfg, Env{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			_, denied := h.denyConn(&curl, netip.MustParseAddr("127.0.0.1"))
+			if got := h.refusesEarly() && denied; got != tt.refuse {
+				t.Errorf("refused early: %v (refusesEarly %v, denyConn %v), want %v", got, h.refusesEarly(), denied, tt.refuse)
 			}
 		})
 	}

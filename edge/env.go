@@ -14,6 +14,7 @@ import (
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/basicauth"
+	"github.com/maatproxy/maat/edge/internal/console"
 	"github.com/maatproxy/maat/edge/internal/secret"
 	"github.com/maatproxy/maat/edge/internal/spill"
 	"github.com/maatproxy/maat/fplog"
@@ -60,10 +61,11 @@ type Env struct {
 	metrics  *metrics
 	ids      *requestIDs
 	access   *accessLogs
-	inflight *clientCounter  // requests in flight per client (limits.requests_per_client)
-	bcrypt   basicauth.Slots // bcrypt comparisons running at once
-	spill    *spill.Budget   // bytes of responses buffered for slow clients
-	hooks    testHooks       // what tests turn (testhooks.go); zero in production
+	inflight *clientCounter    // requests in flight per client (limits.requests_per_client)
+	bcrypt   basicauth.Slots   // bcrypt comparisons running at once
+	spill    *spill.Budget     // bytes of responses buffered for slow clients
+	console  *console.Recorder // what the admin listener's page shows; nil: nothing recorded
+	hooks    testHooks         // what tests turn (testhooks.go); zero in production
 }
 
 // resolve fills the zero fields of a copy of e with private defaults, and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
@@ -35,6 +34,7 @@ type Handler struct {
 	env        Env
 	sites      *siteTable
 	trusted    forwarded.Proxies
+	global     *sitePolicy // the global policy; a site may have its own (policyFor)
 	policy     *policy.Policy
 	challenger *challenge.Challenger
 	maat       http.Handler        // everything under /.maat/
@@ -104,16 +104,9 @@ func (h *Handler) build() error {
 	for _, p := range cfg.TrustedProxies {
 		h.trusted = append(h.trusted, netipPrefix(p))
 	}
-	if h.policy, err = loadPolicy(cfg); err != nil {
-		return &config.Error{File: cfg.File, Key: "policy", Err: err}
-	}
-	for _, w := range h.policy.Warnings() {
-		env.Log.LogAttrs(context.Background(), slog.LevelWarn, "policy_warning", slog.String("policy", cfg.Policy), slog.String("warning", w))
-	}
-	if h.challenger, err = h.newChallenger(); err != nil {
+	if err := h.buildPolicies(); err != nil {
 		return err
 	}
-	h.maat = h.challenger.Handler(challengeClient)
 	h.bufs = upstream.NewBufferPool()
 	h.proxy = h.newReverseProxy(h.upstream, h.bufs)
 	cmp, err := compress.New(compress.Config{})
@@ -187,7 +180,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.HasPrefix(r.URL.Path, challenge.PathPrefix) {
 		st.action = fplog.ActionAllow
-		h.maat.ServeHTTP(rec, r) // OnPass and OnFail count and log /.maat/pass
+		h.policyFor(st.site).maat.ServeHTTP(rec, r) // OnPass and OnFail count and log /.maat/pass
 		return
 	}
 	st.route = st.site.route(st.model)

@@ -97,14 +97,21 @@ func siteAttrs(cfg *config.Config, i int) []slog.Attr {
 	if cfg.Demo {
 		tls += " (any host)"
 	}
-	return append(attrs, slog.Any("routes", routes), slog.String("tls", tls))
+	attrs = append(attrs, slog.Any("routes", routes), slog.String("tls", tls))
+	if st.Policy != "" {
+		attrs = append(attrs, slog.String("policy", st.Policy))
+	}
+	if st.DryRunEnabled(cfg.DryRun) {
+		attrs = append(attrs, slog.Bool("dry_run", true)) // decides, logs, and forwards everything
+	}
+	return attrs
 }
 
 func upstreamStrings(us config.Upstreams) []string {
 	out := make([]string, 0, len(us))
 	for _, u := range us {
 		if u != nil {
-			out = append(out, u.String())
+			out = append(out, config.UpstreamName(u))
 		}
 	}
 	return out

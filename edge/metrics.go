@@ -24,6 +24,7 @@ type metrics struct {
 	limited      *prometheus.CounterVec   // limit: requests and connections refused by a limits: bound
 	diverted     *prometheus.CounterVec   // target: requests sent to a divert: target
 	refusedEarly *prometheus.CounterVec   // transport (tcp|quic): connections refused at the ClientHello
+	dryRun       *prometheus.CounterVec   // site, action: requests a site running dry forwarded, by the action they would have had
 }
 
 // newMetrics registers the series; certStatus, if not nil, reports the
@@ -66,7 +67,10 @@ func newMetrics(certStatus func() []certs.NameStatus) *metrics {
 	}, []string{"transport"})
 	m.refusedEarly.WithLabelValues("tcp")
 	m.refusedEarly.WithLabelValues("quic")
-	m.reg.MustRegister(m.refusedEarly, m.diverted, m.limited, m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
+	m.dryRun = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "maat_dry_run_total", Help: "Requests forwarded by a site in dry_run, by the action the policy would have taken.",
+	}, []string{"site", "action"})
+	m.reg.MustRegister(m.dryRun, m.refusedEarly, m.diverted, m.limited, m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectorFunc{desc: certExpiry, collect: func(ch chan<- prometheus.Metric) {
 			if certStatus == nil {

@@ -24,6 +24,49 @@ import (
 // has.
 func LoadPolicy(cfg *config.Config) (*policy.Policy, error) { return loadPolicy(cfg) }
 
+// LoadPolicyForHost compiles the policy that decides the requests for the
+// Host host under cfg, as NewHandler does: the policy of the site that
+// answers host (sites[].policy), or the global one when that site has
+// none or no site answers host. key is the configuration key the policy
+// comes from ("policy" or "sites[i].policy"), for its errors.
+func LoadPolicyForHost(cfg *config.Config, host string) (p *policy.Policy, key string, err error) {
+	byHost, wildcard := map[string]int{}, map[string]int{}
+	for i, s := range cfg.Sites {
+		for _, h := range s.Hosts {
+			if n, wild := hostKey(h); wild {
+				wildcard[n] = i
+			} else {
+				byHost[n] = i
+			}
+		}
+	}
+	if i, ok := lookupHost(byHost, wildcard, host); ok && cfg.Sites[i].Policy != "" {
+		key = fmt.Sprintf("sites[%d].policy", i)
+		p, err = loadPolicyFile(cfg, cfg.Sites[i].Policy)
+		return p, key, err
+	}
+	p, err = loadPolicy(cfg)
+	return p, "policy", err
+}
+
+// PolicyFiles yields the policy files of cfg's sites (sites[].policy), by
+// their key, for a check to compile each.
+func PolicyFiles(cfg *config.Config) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for i, s := range cfg.Sites {
+			if s.Policy != "" && !yield(fmt.Sprintf("sites[%d].policy", i), s.Policy) {
+				return
+			}
+		}
+	}
+}
+
+// LoadPolicyFile compiles a policy file of cfg (a site's) as NewHandler
+// does.
+func LoadPolicyFile(cfg *config.Config, file string) (*policy.Policy, error) {
+	return loadPolicyFile(cfg, file)
+}
+
 // StaticRoots yields each static root of cfg, by its key (sites[i].root,
 // then sites[i].routes[j].root), with the static.Config NewHandler opens
 // it with.

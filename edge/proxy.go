@@ -219,7 +219,7 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		reason = reasonUpstreamUnreachable
 	}
 	h.env.Log.LogAttrs(r.Context(), slog.LevelWarn, "upstream_failed", slog.String("request_id", st.id),
-		slog.String("upstream", st.up.Addr()), slog.String("reason", reason), slog.String("error", err.Error()))
+		slog.String("upstream", config.AddrName(st.up.Addr())), slog.String("reason", reason), slog.String("error", err.Error()))
 	h.errorPage(w, r, status, reason)
 }
 

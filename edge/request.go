@@ -34,6 +34,7 @@ type reqState struct {
 	ja4         string
 	weight      int
 	action      string
+	dryRun      bool   // the site runs dry: action is what the policy would have done (dryRun)
 	reason      string // why the edge answered itself with an error (reasons.go), for the log
 	challenge   *fplog.Challenge
 	rules       []string
@@ -201,6 +202,7 @@ func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
 		status = st.status
 	}
 	h.env.metrics.requests.WithLabelValues(st.siteName(), st.action, protoLabel(r.ProtoMajor)).Inc()
+	h.record(st)
 	if st.site != nil && st.site.access != nil {
 		st.site.access.Write(&fplog.AccessRecord{
 			Time: st.start, RequestID: st.id, RemoteIP: st.client, User: st.user, Method: r.Method, URI: r.RequestURI,
@@ -227,6 +229,7 @@ func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
 		Weight:    st.weight,
 		Rules:     st.rules,
 		Action:    st.action,
+		DryRun:    st.dryRun,
 		Reason:    st.reason,
 		Challenge: st.challenge,
 		Status:    status,

@@ -102,9 +102,9 @@ func TestRequestIDEverywhere(t *testing.T) {
 		{name: "proxied h2", proto: "h2", path: "/up/2", status: 200},
 		{name: "proxied h3", proto: "h3", path: "/up/3", status: 200},
 		{name: "deny page", proto: "h2", path: "/deny", hdr: navigate, status: 403,
-			page: regexp.MustCompile(`<dd><code>([^<]+)</code></dd>`)},
+			page: regexp.MustCompile(`<dd><code class="rid">([^<]+)</code></dd>`)},
 		{name: "challenge page", proto: "h2", path: "/challenge/page", hdr: navigate, status: 403,
-			page: regexp.MustCompile(`<p class="muted">Request ID: <code>([^<]+)</code></p>`)},
+			page: regexp.MustCompile(`<p class="muted">Request ID: <code class="rid">([^<]+)</code></p>`)},
 		{name: "challenge for an API client", proto: "h1", path: "/challenge/api", hdr: []string{"Sec-Fetch-Mode", "cors", "Accept", "application/json"},
 			status: 401, page: regexp.MustCompile(`"request_id":"([^"]+)"`)},
 	} {

@@ -20,6 +20,7 @@ import (
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/edge/internal/basicauth"
+	"github.com/maatproxy/maat/edge/internal/console"
 	"github.com/maatproxy/maat/edge/internal/drain"
 	"github.com/maatproxy/maat/edge/internal/park"
 	"github.com/maatproxy/maat/edge/internal/secret"
@@ -157,6 +158,7 @@ func newServer(cfg config.Config, log *slog.Logger, hooks testHooks) (_ *Server,
 	s.env.inflight = newClientCounter(cfg.Limits.RequestsPerClient)
 	s.env.bcrypt = basicauth.NewSlots()
 	s.env.spill = spill.NewBudget(max(cfg.Limits.SpillTotal, 0))
+	s.env.console = console.NewRecorder()
 	s.conns1 = newClientCounter(cfg.Limits.ConnsPerClient)
 	s.seen = newSeenAddrs()
 	s.park = park.New(parkHost{s}, s.parkOptions(&cfg))

@@ -9,7 +9,8 @@ import (
 	"github.com/maatproxy/maat/edge/config"
 )
 
-// startAdmin serves the admin listener: liveness, readiness and metrics.
+// startAdmin serves the admin listener: the console, liveness, readiness
+// and metrics.
 func (s *Server) startAdmin() error {
 	if s.base.Listen.Admin == "" {
 		return nil
@@ -25,15 +26,18 @@ func (s *Server) startAdmin() error {
 	return nil
 }
 
-// adminHandler serves the admin listener: liveness, readiness and metrics.
+// adminHandler serves the admin listener: the console, liveness, readiness
+// and metrics. listen.admin_auth, when set, guards the console and the
+// metrics; the probes stay open.
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", s.adminAuth(s.consolePage()))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.Handle("GET /metrics", s.adminAuth(s.metrics.handler()))
 	return mux
 }
 

@@ -15,6 +15,7 @@ import (
 // siteTable finds the site and route of a request. It is built once per
 // configuration and never changed: a reload builds a new one.
 type siteTable struct {
+	list     []*site // as configured: list[i] is sites[i]
 	byHost   map[string]*site
 	wildcard map[string]*site // "*.example.org" stored as "example.org"
 	fallback *site            // the demo answers every host
@@ -32,6 +33,8 @@ type site struct {
 	maintenance bool
 	compress    bool
 	access      *fplog.AccessWriter // nil: no access log
+	policy      *sitePolicy         // nil: the global policy (Handler.policyFor)
+	dryRun      bool                // forward whatever the policy decides (dry_run)
 }
 
 type route struct {
@@ -49,7 +52,9 @@ func newSiteTable(cfg *config.Config, access func(*config.Config, *config.Access
 	for i, sc := range cfg.Sites {
 		s := &site{index: i, maxBody: sc.MaxBodyBytes, canonical: config.NormalizeHost(sc.Canonical),
 			redirects: compileRedirects(sc.Redirects), hsts: hstsValue(&cfg.Sites[i], cfg.TLS.Mode),
-			security: sc.SecurityHeaders, maintenance: sc.Maintenance, compress: sc.CompressEnabled()}
+			security: sc.SecurityHeaders, maintenance: sc.Maintenance, compress: sc.CompressEnabled(),
+			dryRun: sc.DryRunEnabled(cfg.DryRun)}
+		t.list = append(t.list, s)
 		if sc.AccessLog != nil {
 			w, err := access(cfg, sc.AccessLog)
 			if err != nil {
@@ -80,9 +85,8 @@ func newSiteTable(cfg *config.Config, access func(*config.Config, *config.Access
 		}
 		s.routes = append(s.routes, def)
 		for _, h := range sc.Hosts {
-			n := config.NormalizeHost(h)
-			if rest, ok := strings.CutPrefix(n, "*."); ok {
-				t.wildcard[rest] = s
+			if n, wild := hostKey(h); wild {
+				t.wildcard[n] = s
 			} else {
 				t.byHost[n] = s
 			}
@@ -130,9 +134,30 @@ func sortRoutes(rs []*route) {
 
 // lookup finds the site for a Host header value (with or without port).
 func (t *siteTable) lookup(host string) *site {
-	host = config.NormalizeHost(hostOnly(host))
-	if s, ok := t.byHost[host]; ok {
+	if s, ok := lookupHost(t.byHost, t.wildcard, host); ok {
 		return s
+	}
+	return t.fallback
+}
+
+// hostKey is the key of a configured host name in a site table: the
+// normalized name, or for a wildcard ("*.example.org") the name it covers
+// ("example.org") and wild true.
+func hostKey(h string) (key string, wild bool) {
+	n := config.NormalizeHost(h)
+	if rest, ok := strings.CutPrefix(n, "*."); ok {
+		return rest, true
+	}
+	return n, false
+}
+
+// lookupHost finds the site of the Host header host: by its name, else by
+// the longest wildcard ("*.example.org" stored as "example.org") that
+// covers it.
+func lookupHost[S any](byHost, wildcard map[string]S, host string) (S, bool) {
+	host = config.NormalizeHost(hostOnly(host))
+	if s, ok := byHost[host]; ok {
+		return s, true
 	}
 	for h := host; ; {
 		i := strings.IndexByte(h, '.')
@@ -140,11 +165,12 @@ func (t *siteTable) lookup(host string) *site {
 			break
 		}
 		h = h[i+1:]
-		if s, ok := t.wildcard[h]; ok {
-			return s
+		if s, ok := wildcard[h]; ok {
+			return s, true
 		}
 	}
-	return t.fallback
+	var zero S
+	return zero, false
 }
 
 // matchCase is a route's match_case: by default a route with basic_auth

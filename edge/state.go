@@ -218,12 +218,16 @@ func randomBytes(n int) []byte {
 }
 
 // loadPolicy reads the configured policy, or the built-in default.
-func loadPolicy(cfg *config.Config) (*policy.Policy, error) {
+func loadPolicy(cfg *config.Config) (*policy.Policy, error) { return loadPolicyFile(cfg, cfg.Policy) }
+
+// loadPolicyFile reads the policy file (policy: or a site's), or the
+// built-in default for "", knowing what cfg provides.
+func loadPolicyFile(cfg *config.Config, file string) (*policy.Policy, error) {
 	opts := policyOptions(cfg)
-	if cfg.Policy == "" {
+	if file == "" {
 		return policy.LoadDefault(opts)
 	}
-	return policy.Load(cfg.Policy, opts)
+	return policy.Load(file, opts)
 }
 
 // policyOptions tells the policy what the configuration provides: which
@@ -240,16 +244,16 @@ func policyOptions(cfg *config.Config) policy.Options {
 	return o
 }
 
-// newChallenger builds the Handler's challenger: it carries the policy
+// newChallenger builds the challenger of policy p: it carries the policy
 // version, so a changed policy re-challenges.
-func (h *Handler) newChallenger() (*challenge.Challenger, error) {
+func (h *Handler) newChallenger(p *policy.Policy) (*challenge.Challenger, error) {
 	cfg := &h.cfg
 	bind, err := challenge.ParseBinding(cfg.Challenge.Bind)
 	if err != nil {
 		return nil, &config.Error{File: cfg.File, Key: "challenge.bind", Err: err}
 	}
-	m := h.env.metrics
-	challengeStatus, denyStatus := h.policy.StatusCodes()
+	m, rec := h.env.metrics, h.env.console
+	challengeStatus, denyStatus := p.StatusCodes()
 	c, err := challenge.New(challenge.Config{
 		ChallengeStatus: challengeStatus,
 		DenyStatus:      denyStatus,
@@ -257,17 +261,23 @@ func (h *Handler) newChallenger() (*challenge.Challenger, error) {
 		PassTTL:         cfg.Challenge.PassTTL.D(),
 		Marker:          h.env.Store,
 		Bind:            bind,
-		PolicyVersion:   h.policy.Version(),
+		PolicyVersion:   p.Version(),
 		Messages:        h.env.Messages,
 		TemplateDir:     cfg.Challenge.TemplateDir,
 		Contact:         cfg.Challenge.Contact,
 		PolicyURL:       cfg.Challenge.PolicyURL,
 		OnPass: func(_ *http.Request, sp challenge.Spec, solve time.Duration) {
 			m.challenges.WithLabelValues("passed", sp.Algorithm).Inc()
+			if rec != nil {
+				rec.ChallengeResult(time.Now(), true)
+			}
 			m.solve.Observe(solve.Seconds())
 		},
 		OnFail: func(r *http.Request, reason string) {
 			m.challenges.WithLabelValues("failed", reason).Inc()
+			if rec != nil {
+				rec.ChallengeResult(time.Now(), false)
+			}
 			if st := stateOf(r); st != nil {
 				st.action = fplog.ActionDeny
 				st.rules = append(st.rules, reason)

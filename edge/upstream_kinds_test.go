@@ -1,8 +1,10 @@
 package edge
 
 import (
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -37,6 +39,46 @@ func TestUnixSocketUpstream(t *testing.T) {
 	}
 	if _, err := config.Parse("c.yaml", []byte("tls: {mode: self-signed}\nsites: [{hosts: [a.test], upstream: \"unix:relative.sock\"}]\n")); err == nil {
 		t.Error("a relative socket path was accepted")
+	}
+}
+
+// TestUnixSocketUpstreamNamed: logs name a Unix-socket upstream as
+// configured, unix:/path.sock, never by the made-up host its URL carries
+// for the transport: in the site line at start, and in upstream_failed
+// when the socket is gone.
+func TestUnixSocketUpstreamNamed(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(t.TempDir(), "gone.sock")
+	yaml := "policy: \"\"\nsites: [{hosts: [localhost], upstream: \"unix:" + sock + "\", routes: [{path: /r/, upstream: \"unix:" + sock + "\"}]}]\n"
+	cfg, err := config.Parse("c.yaml", []byte("tls: {mode: self-signed}\n"+yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var site strings.Builder
+	for _, a := range siteAttrs(&cfg, 0) {
+		site.WriteString(a.String() + " ")
+	}
+	if want := "upstreams=[unix:" + sock + "]"; !strings.Contains(site.String(), want) || strings.Contains(site.String(), ".invalid") {
+		t.Errorf("site line %q, want %q", site.String(), want)
+	}
+	if want := "/r/ → unix:" + sock; !strings.Contains(site.String(), want) {
+		t.Errorf("site line %q, want route %q", site.String(), want)
+	}
+	var logs syncBuffer
+	h := newTestHandlerEnv(t, yaml, Env{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	res, _ := get(t, handlerClient(h, "h1"), handlerURL("/x"), "User-Agent", "curl/8.5.0")
+	if res.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d, want 502", res.StatusCode)
+	}
+	var line map[string]any
+	for l := range strings.Lines(logs.String()) {
+		if json.Unmarshal([]byte(l), &line) == nil && line["msg"] == "upstream_failed" {
+			break
+		}
+		line = nil
+	}
+	if line == nil || line["upstream"] != "unix:"+sock {
+		t.Errorf("upstream_failed %v, want upstream unix:%s; log:\n%s", line, sock, logs.String())
 	}
 }
 

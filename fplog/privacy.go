@@ -78,3 +78,10 @@ func (a *addrEncoder) appendCombined(dst []byte, addr netip.Addr) []byte {
 	}
 	return clientnet.Prefix(addr.Unmap().WithZone("")).Addr().AppendTo(dst)
 }
+
+// FormatAddr returns addr as a log whose Config.ClientIP is mode writes it
+// ("" when the mode leaves it out), key being ClientIPHash's; for the few
+// addresses a page shows, not for a log's lines.
+func FormatAddr(mode string, key []byte, addr netip.Addr) string {
+	return string(newAddrEncoder(mode, key).appendJSON(nil, addr))
+}

@@ -108,3 +108,20 @@ func TestClientIPHashKeyed(t *testing.T) {
 		})
 	}
 }
+
+func TestFormatAddr(t *testing.T) {
+	t.Parallel()
+	a := netip.MustParseAddr("203.0.113.57")
+	key := []byte("0123456789abcdef")
+	for _, tt := range []struct{ mode, want string }{
+		{ClientIPFull, "203.0.113.57"}, {"", "203.0.113.57"}, {ClientIPPrefix, "203.0.113.0/24"}, {ClientIPNone, ""},
+	} {
+		if got := FormatAddr(tt.mode, key, a); got != tt.want {
+			t.Errorf("FormatAddr(%q) = %q, want %q", tt.mode, got, tt.want)
+		}
+	}
+	h := FormatAddr(ClientIPHash, key, a)
+	if len(h) != hashHexDigits || h != string(newAddrEncoder(ClientIPHash, key).appendJSON(nil, a)) {
+		t.Errorf("FormatAddr(hash) = %q, want the log's hash", h)
+	}
+}

@@ -61,6 +61,9 @@ type Record struct {
 	Weight   int
 	Rules    []string
 	Action   string
+	// DryRun marks a request the edge forwarded although Action says what
+	// the policy decided (the configuration's dry_run).
+	DryRun bool
 	// Reason says why the edge answered the request itself with an
 	// error instead of passing it on: a snake_case word from the edge's
 	// fixed list ("bad_path", "method_not_allowed", …). Empty when the
@@ -183,6 +186,9 @@ func (r *Record) appendJSON(b []byte, ip []byte) []byte {
 	if r.Action != "" {
 		b = append(b, `,"action":`...)
 		b = appendString(b, r.Action)
+	}
+	if r.DryRun {
+		b = append(b, `,"dry_run":true`...)
 	}
 	if r.Reason != "" {
 		b = append(b, `,"reason":`...)
@@ -388,6 +394,7 @@ type line struct {
 	Weight       int        `json:"weight"`
 	Rules        []string   `json:"rules"`
 	Action       string     `json:"action"`
+	DryRun       bool       `json:"dry_run"`
 	Reason       string     `json:"reason"`
 	Challenge    *challenge `json:"challenge"`
 	Status       int        `json:"status"`
@@ -439,6 +446,7 @@ func ParseLine(data []byte) (Record, error) {
 		Weight:       l.Weight,
 		Rules:        l.Rules,
 		Action:       l.Action,
+		DryRun:       l.DryRun,
 		Reason:       l.Reason,
 		Status:       l.Status,
 		Bytes:        l.Bytes,

@@ -77,6 +77,15 @@ var protocolRecords = []struct {
 		want: `{"time":"2026-12-03T10:32:08.123Z","remote_ip":"192.0.2.1","host":"example.org","method":"GET","path":"/","proto":"HTTP/1.1","hfp":"h102_aaaaaaaaaaaa","hfp_r":"host,accept","weight":0,"action":"PASS","status":301,"bytes":0,"duration_ms":0}`,
 	},
 	{
+		name: "dry_run_deny",
+		rec: Record{
+			Time: testTime, RemoteIP: netip.MustParseAddr("198.51.100.9"),
+			Host: "example.org", Method: "GET", Path: "/wp-login.php", Proto: "HTTP/2.0",
+			Weight: 0, Rules: []string{"scanner"}, Action: ActionDeny, DryRun: true, Status: 200, Bytes: 5,
+		},
+		want: `{"time":"2026-12-03T10:32:08.123Z","remote_ip":"198.51.100.9","host":"example.org","method":"GET","path":"/wp-login.php","proto":"HTTP/2.0","weight":0,"rules":["scanner"],"action":"DENY","dry_run":true,"status":200,"bytes":5,"duration_ms":0}`,
+	},
+	{
 		name: "refused_bad_input",
 		rec: Record{
 			Time: testTime, RequestID: "1z4q8vk-5d", RemoteIP: netip.MustParseAddr("198.51.100.9"),

@@ -144,7 +144,13 @@ func compress(name string) (err error) {
 // rotatedFiles lists the rotated files of the log, plain and gzipped,
 // grouped by rotation time, and the times from the oldest.
 func (w *sink[E]) rotatedFiles() (map[string][]string, []string, error) {
-	stem, ext := splitPath(w.path)
+	return rotatedFiles(w.path)
+}
+
+// rotatedFiles lists the rotated files of the log at path, plain and
+// gzipped, grouped by rotation time, and the times from the oldest.
+func rotatedFiles(path string) (map[string][]string, []string, error) {
+	stem, ext := splitPath(path)
 	dir, prefix := filepath.Split(stem)
 	if dir == "" {
 		dir = "."

@@ -65,11 +65,19 @@ type TopOptions struct {
 	// By is the field counted: ja4, ja4_r, ja4_o, ja4_ro, hfp, hfp_r, h2fp,
 	// ja4h, ua (user_agent), family (client_family), ip (remote_ip), asn,
 	// as_org, country, host, method, path, proto, status, action, reason,
-	// or rule (each rule of a record's rules counts once). If empty, ja4.
+	// or rule (each rule of a record's rules counts once; a rule and the
+	// signal it is named for, "fake-crawler" and "fake_crawler", are one
+	// row, shown in the first spelling in sort order). If empty, ja4.
 	By string
 	// Since skips records older than it, and records without a time. If
 	// zero, every record counts.
 	Since time.Time
+	// Host, if set, counts only the records of that host (the request's
+	// Host, compared without case and port).
+	Host string
+	// Action, if set, counts only the records of that action (ALLOW,
+	// CHALLENGE, DENY, RATE, DIVERT or PASS; compared without case).
+	Action string
 	// Limit is the number of rows returned, the most frequent first. If
 	// zero, DefaultTopLimit; if negative, all.
 	Limit int
@@ -99,13 +107,16 @@ type TopRow struct {
 // over files; use a Counter to read other sources or to learn how many lines
 // were bad.
 type Counter struct {
-	by      string
-	value   func(*Record) string
-	since   time.Time
-	rows    map[string]*TopRow
-	records int64
-	bad     int64
-	old     int64
+	by       string
+	value    func(*Record) string
+	since    time.Time
+	host     string
+	action   string
+	rows     map[string]*TopRow
+	records  int64
+	bad      int64
+	old      int64
+	filtered int64
 }
 
 // NewCounter returns a Counter for opts.
@@ -118,7 +129,16 @@ func NewCounter(opts TopOptions) (*Counter, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownBy, by)
 	}
-	return &Counter{by: by, value: value, since: opts.Since, rows: make(map[string]*TopRow)}, nil
+	return &Counter{by: by, value: value, since: opts.Since, host: hostOnly(opts.Host), action: opts.Action,
+		rows: make(map[string]*TopRow)}, nil
+}
+
+// hostOnly returns a Host without its port, lowercased.
+func hostOnly(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") && (h[0] == '[' || strings.Count(h, ":") == 1) {
+		h = h[:i]
+	}
+	return strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
 }
 
 // Records returns the number of records counted.
@@ -130,10 +150,18 @@ func (c *Counter) Bad() int64 { return c.bad }
 // Old returns the number of records skipped for being older than Since.
 func (c *Counter) Old() int64 { return c.old }
 
+// Filtered returns the number of records skipped for another host or
+// action than TopOptions.Host and Action.
+func (c *Counter) Filtered() int64 { return c.filtered }
+
 // Add counts one record.
 func (c *Counter) Add(r *Record) {
 	if !c.since.IsZero() && r.Time.Before(c.since) {
 		c.old++
+		return
+	}
+	if c.host != "" && hostOnly(r.Host) != c.host || c.action != "" && !strings.EqualFold(r.Action, c.action) {
+		c.filtered++
 		return
 	}
 	c.records++
@@ -145,18 +173,27 @@ func (c *Counter) Add(r *Record) {
 		c.count("", r.Action)
 	}
 	for i, rule := range r.Rules {
-		if !slices.Contains(r.Rules[:i], rule) {
+		if !slices.ContainsFunc(r.Rules[:i], func(s string) bool { return ruleKey(s) == ruleKey(rule) }) {
 			c.count(rule, r.Action)
 		}
 	}
 }
 
+// ruleKey is the row of a name in the rules field: a rule and the signal
+// it is named for ("fake-crawler" and "fake_crawler") are one row.
+func ruleKey(name string) string { return strings.ReplaceAll(name, "-", "_") }
+
 func (c *Counter) count(value, action string) {
-	row := c.rows[value]
+	key := value
+	if c.value == nil {
+		key = ruleKey(value)
+	}
+	row := c.rows[key]
 	if row == nil {
 		row = &TopRow{Value: value, Actions: make(map[string]int64)}
-		c.rows[value] = row
+		c.rows[key] = row
 	}
+	row.Value = min(row.Value, value) // the same spelling whatever the order read
 	row.Count++
 	row.Actions[action]++
 }
@@ -190,36 +227,42 @@ func (c *Counter) ReadFile(name string) error {
 	return nil
 }
 
-func (c *Counter) line(b []byte, tooLong bool) {
+func (c *Counter) line(b []byte, tooLong bool) bool {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
-		return
+		return true
 	}
 	if tooLong {
 		c.bad++
-		return
+		return true
 	}
 	r, err := ParseLine(b)
 	if err != nil {
 		c.bad++
-		return
+		return true
 	}
 	c.Add(&r)
+	return true
 }
 
 // readLines calls fn for each line of br, without its newline; a line
-// longer than MaxLineBytes is passed truncated, with tooLong set.
-func readLines(br *bufio.Reader, fn func(line []byte, tooLong bool)) error {
+// longer than MaxLineBytes is passed truncated, with tooLong set. It stops
+// early when fn returns false.
+func readLines(br *bufio.Reader, fn func(line []byte, tooLong bool) bool) error {
 	var long []byte
 	for {
 		b, err := br.ReadSlice('\n')
 		switch {
 		case err == nil:
+			more := true
 			if long != nil {
-				fn(long, len(long)+len(b)-1 > MaxLineBytes)
+				more = fn(long, len(long)+len(b)-1 > MaxLineBytes)
 				long = nil
 			} else {
-				fn(b[:len(b)-1], false)
+				more = fn(b[:len(b)-1], false)
+			}
+			if !more {
+				return nil
 			}
 		case errors.Is(err, bufio.ErrBufferFull):
 			if len(long) <= MaxLineBytes {

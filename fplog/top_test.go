@@ -422,3 +422,74 @@ func TestTopByReason(t *testing.T) {
 		t.Fatalf("Top by reason = %v; want %v", got, want)
 	}
 }
+
+// TestTopFilters: Host and Action count only the records of that host
+// (without case or port) and action (without case); the others are
+// counted as filtered.
+func TestTopFilters(t *testing.T) {
+	t.Parallel()
+	recs := []Record{
+		{Host: "a.test", Action: ActionDeny, JA4: "j1"},
+		{Host: "A.test:443", Action: ActionDeny, JA4: "j1"},
+		{Host: "a.test", Action: ActionAllow, JA4: "j2"},
+		{Host: "b.test", Action: ActionDeny, JA4: "j3"},
+		{Host: "[2001:db8::1]:8443", Action: ActionChallenge, JA4: "j4"},
+	}
+	for _, tt := range []struct {
+		name     string
+		opts     TopOptions
+		want     map[string]int64
+		filtered int64
+	}{
+		{"host", TopOptions{Host: "a.test"}, map[string]int64{"j1": 2, "j2": 1}, 2},
+		{"host with port and case", TopOptions{Host: "A.TEST:8443"}, map[string]int64{"j1": 2, "j2": 1}, 2},
+		{"action", TopOptions{Action: "deny"}, map[string]int64{"j1": 2, "j3": 1}, 2},
+		{"both", TopOptions{Host: "a.test", Action: "ALLOW"}, map[string]int64{"j2": 1}, 4},
+		{"IPv6 host", TopOptions{Host: "2001:db8::1"}, map[string]int64{"j4": 1}, 4},
+		{"no match", TopOptions{Host: "c.test"}, map[string]int64{}, 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := NewCounter(tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range recs {
+				c.Add(&recs[i])
+			}
+			got := map[string]int64{}
+			for _, r := range c.Rows(-1) {
+				got[r.Value] = r.Count
+			}
+			if !reflect.DeepEqual(got, tt.want) || c.Filtered() != tt.filtered || c.Records() != int64(len(recs))-tt.filtered {
+				t.Errorf("rows %v, filtered %d, records %d; want %v, %d", got, c.Filtered(), c.Records(), tt.want, tt.filtered)
+			}
+		})
+	}
+}
+
+// TestTopRuleSpellings: a rule and the signal it is named for are one row
+// of -by rule, whichever spelling each record has and in whatever order
+// the records come, and a record with both counts once.
+func TestTopRuleSpellings(t *testing.T) {
+	t.Parallel()
+	recs := []Record{
+		{Rules: []string{"fake_crawler"}, Action: ActionDeny},
+		{Rules: []string{"fake-crawler", "fake_crawler"}, Action: ActionDeny},
+		{Rules: []string{"no-admin"}, Action: ActionDeny},
+	}
+	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}} {
+		c, err := NewCounter(TopOptions{By: "rule"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range order {
+			c.Add(&recs[i])
+		}
+		rows := c.Rows(-1)
+		if len(rows) != 2 || rows[0].Value != "fake-crawler" || rows[0].Count != 2 || rows[0].Actions[ActionDeny] != 2 ||
+			rows[1].Value != "no-admin" || rows[1].Count != 1 {
+			t.Errorf("order %v: rows %+v; want fake-crawler 2, no-admin 1", order, rows)
+		}
+	}
+}

@@ -233,12 +233,12 @@ func TestDefaultPolicy(t *testing.T) {
 			r := curlRequest(uaGooglebot)
 			r.ClientFamily, r.CrawlerVerified = "go", CrawlerFailed
 			return r
-		}, DENY, 0, "fake-crawler", []Signal{SignalFakeCrawler}},
+		}, DENY, 0, "fake_crawler", []Signal{SignalFakeCrawler}},
 		{"verified googlebot", func() *Request {
 			r := curlRequest(uaGooglebot)
 			r.ClientFamily, r.CrawlerVerified = "", CrawlerVerified
 			return r
-		}, ALLOW, 0, "verified-crawler", []Signal{SignalVerifiedCrawler}},
+		}, ALLOW, 0, "verified_crawler", []Signal{SignalVerifiedCrawler}},
 		{"GPTBot", func() *Request { return curlRequest(uaGPTBot) }, DENY, 0, "ai-crawlers", nil},
 		{"ClaudeBot lower-case", func() *Request { return curlRequest("claudebot/1.0") }, DENY, 0, "ai-crawlers", nil},
 		{"headless chromium", func() *Request {
@@ -311,6 +311,12 @@ func TestDefaultPolicy(t *testing.T) {
 				if !slices.Contains(names(&d), s.String()) {
 					t.Errorf("names %q lack signal %s", names(&d), s)
 				}
+			}
+			// Each name once: the rule named for its signal
+			// (fake_crawler) is not listed again as the signal.
+			n := names(&d)
+			if c := slices.Compact(slices.Sorted(slices.Values(n))); len(c) != len(n) {
+				t.Errorf("names %q repeat one", n)
 			}
 		})
 	}

@@ -189,6 +189,7 @@ type loader struct {
 	opts     Options
 	p        *parsed
 	visiting map[string]bool
+	unknown  []error // the unknown keys, with Options.Strict
 }
 
 func parseFile(name string, data []byte, opts Options) (*parsed, error) {
@@ -197,7 +198,7 @@ func parseFile(name string, data []byte, opts Options) (*parsed, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := l.top(name, root); err != nil {
+	if err := errors.Join(append([]error{l.top(name, root)}, l.unknown...)...); err != nil {
 		return nil, err
 	}
 	return l.p, nil
@@ -274,6 +275,17 @@ func (l *loader) warn(format string, args ...any) {
 	l.p.warnings = append(l.p.warnings, fmt.Sprintf(format, args...))
 }
 
+// unknownKey reports a key the format does not know, where it stands: a
+// warning that it is ignored, or with Options.Strict an error. hint, if
+// not empty, lists the known keys.
+func (l *loader) unknownKey(where, what, hint string) {
+	if l.opts.Strict {
+		l.unknown = append(l.unknown, fmt.Errorf("%w: %s: %s%s", ErrInvalid, where, what, hint))
+		return
+	}
+	l.warn("%s: %s ignored%s", where, what, hint)
+}
+
 // top reads the policy file itself. Its bots: list must not be empty, as
 // Anubis requires ("must define at least one (1) bot rule"); the rules its
 // imports bring may be none (an import of an empty list), as in Anubis.
@@ -332,7 +344,7 @@ func (l *loader) section(name string, k, v *yaml.Node, s *settings) error {
 		}
 		return nil
 	}
-	l.warn("%s: unknown section %q ignored", at(name, k), k.Value)
+	l.unknownKey(at(name, k), fmt.Sprintf("unknown section %q", k.Value), "")
 	return nil
 }
 
@@ -368,7 +380,7 @@ func (l *loader) rule(name string, n *yaml.Node, depth int) error {
 		case k == "dynamic_remote_addresses":
 			dynamic = true
 		case !ruleKeys[k]:
-			l.warn("%s: rule %q: unknown key %q ignored", at(name, n.Content[i]), ruleName, k)
+			l.unknownKey(at(name, n.Content[i]), fmt.Sprintf("rule %q: unknown key %q", ruleName, k), "")
 		}
 	}
 	if imp != nil {
@@ -488,7 +500,7 @@ func (l *loader) statusCodes(name string, m *yaml.Node, s *settings) error {
 		case "DENY":
 			idx = 1
 		default:
-			l.warn("%s: status_codes: unknown key %q ignored (CHALLENGE, DENY)", at(name, k), k.Value)
+			l.unknownKey(at(name, k), fmt.Sprintf("status_codes: unknown key %q", k.Value), " (CHALLENGE, DENY)")
 			continue
 		}
 		code, err := strconv.Atoi(v.Value)

@@ -303,6 +303,41 @@ func TestUnknownKeysWarn(t *testing.T) {
 	}
 }
 
+// TestStrictUnknownKeys: with Options.Strict every unknown key is an
+// error naming its file:line, all at once, and no warning; an Anubis-only
+// section stays a warning (it is known, and ignored).
+func TestStrictUnknownKeys(t *testing.T) {
+	t.Parallel()
+	src := "bots:\n- {name: x, path_regex: ^/a, action: DENY, colour: red}\nfrobnicate: 1\nstatus_codes: {CHALENGE: 200}\n"
+	_, err := Parse("test.yaml", []byte(src), Options{Strict: true})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("strict: err = %v, want ErrInvalid", err)
+	}
+	for _, want := range []string{`test.yaml:2: rule "x": unknown key "colour"`, `test.yaml:3: unknown section "frobnicate"`,
+		`test.yaml:4: status_codes: unknown key "CHALENGE" (CHALLENGE, DENY)`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "ignored") {
+		t.Errorf("a strict error says the key is ignored: %v", err)
+	}
+	p, err := Parse("test.yaml", []byte(src), Options{})
+	if err != nil {
+		t.Fatalf("lenient: %v", err)
+	}
+	if len(p.Warnings()) != 3 {
+		t.Errorf("lenient: warnings %q; want 3", p.Warnings())
+	}
+	p, err = Parse("test.yaml", []byte("bots:\n- {name: x, path_regex: ^/a, action: DENY}\nlogging: {level: info}\n"), Options{Strict: true})
+	if err != nil {
+		t.Fatalf("strict, Anubis-only section: %v", err)
+	}
+	if len(p.Warnings()) != 1 {
+		t.Errorf("strict, Anubis-only section: warnings %q; want one", p.Warnings())
+	}
+}
+
 func TestDefaultPolicyYAML(t *testing.T) {
 	t.Parallel()
 	sc := bufio.NewScanner(bytes.NewReader(DefaultPolicyYAML()))

@@ -73,6 +73,11 @@ type Options struct {
 	// naming the rule's file:line; when nil, divert_to: names are not
 	// checked (Policy.DivertTargets lists them for the caller to check).
 	DivertTargets []string
+	// Strict makes an unknown key (a top-level section, a rule's key, a
+	// status_codes: key) an error naming its file:line instead of a
+	// warning: for CI (edge policy check -strict). Anubis-only sections,
+	// which are known and ignored, stay warnings.
+	Strict bool
 }
 
 // Geo says which geo databases exist (edge.yaml geo:).
@@ -325,17 +330,24 @@ func (d *Decision) Rules(yield func(string) bool) {
 
 // AppendNames appends the names of the matched rules, then the threshold
 // that decided (if one did), then the fired signals, to dst: the list the
-// fingerprint log's "rules" field holds. It does not allocate when dst has
-// room.
+// fingerprint log's "rules" field holds; a signal already there by name
+// (the rule named for it) is not repeated. It does not allocate when dst
+// has room.
 func (d *Decision) AppendNames(dst []string) []string {
+	start := len(dst)
 	for n := range d.Rules {
 		dst = append(dst, n)
 	}
 	if d.p != nil && d.Rule != "" && (d.nMatched == 0 || d.p.rules[d.matched[d.nMatched-1]].name != d.Rule) {
 		dst = append(dst, d.Rule)
 	}
+	named := dst[start:]
 	for s := range d.Signals.All {
-		dst = append(dst, s.String())
+		// A rule named for its signal (the built-in fake_crawler) says it
+		// once: a reader counts names, and one event is one name.
+		if n := s.String(); !slices.Contains(named, n) {
+			dst = append(dst, n)
+		}
 	}
 	return dst
 }

@@ -243,10 +243,10 @@ func TestCommonCrawl(t *testing.T) {
 		action Action
 		rule   string
 	}{
-		{"reverse DNS", v, "18.97.9.170", CrawlerVerified, ALLOW, "verified-crawler"},
-		{"another network", v, "198.51.100.7", CrawlerFailed, DENY, "fake-crawler"},
-		{"published ranges", ranges, "18.97.9.171", CrawlerVerified, ALLOW, "verified-crawler"},
-		{"outside the ranges", ranges, "18.97.9.160", CrawlerFailed, DENY, "fake-crawler"},
+		{"reverse DNS", v, "18.97.9.170", CrawlerVerified, ALLOW, "verified_crawler"},
+		{"another network", v, "198.51.100.7", CrawlerFailed, DENY, "fake_crawler"},
+		{"published ranges", ranges, "18.97.9.171", CrawlerVerified, ALLOW, "verified_crawler"},
+		{"outside the ranges", ranges, "18.97.9.160", CrawlerFailed, DENY, "fake_crawler"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

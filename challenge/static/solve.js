@@ -244,10 +244,12 @@
     ui = {
       d: t,
       say: function (text) { status.textContent = text; },
+      // Done: the time left is over, so it goes with the speed.
       done: function () {
         bar.value = 100;
         bar.textContent = '100%';
         status.textContent = t.tDone;
+        speed.textContent = '';
       },
       update: function (force) {
         var now = Date.now();

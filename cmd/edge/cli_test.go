@@ -119,6 +119,7 @@ func TestErrorsExitAndPrefix(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	badPolicy := writeFile(t, dir, "badpol.yaml", "bots:\n  - name: x\n    action: FOO\n")
+	typoPolicy := writeFile(t, dir, "typo.yaml", "bots:\n  - name: x\n    colour: red\n    path_regex: ^/a\n    action: DENY\n")
 	badCfg := writeFile(t, dir, "bad.yaml", "policy: "+badPolicy+"\ntls: {mode: self-signed, cache: \"\"}\nsites: [{hosts: [a.test], upstream: \"http://127.0.0.1:1\"}]\n")
 	badGeo := writeFile(t, dir, "geo.yaml", "geo: {asn_db: "+badPolicy+"}\ntls: {mode: self-signed, cache: \"\"}\nsites: [{hosts: [a.test], upstream: \"http://127.0.0.1:1\"}]\n")
 	selfSigned := writeFile(t, dir, "acme.yaml", "tls: {mode: acme, cache: "+dir+"/state}\nsites: [{hosts: [a.example], upstream: \"http://127.0.0.1:1\"}]\n")
@@ -145,6 +146,8 @@ func TestErrorsExitAndPrefix(t *testing.T) {
 		{"config check bad policy", []string{"config", "check", badCfg}, 1, "edge: " + badCfg + ":1: policy: invalid policy:"},
 		{"config check missing", []string{"config", "check", missing}, 1, "edge: read config:"},
 		{"policy check bad", []string{"policy", "check", badPolicy}, 1, "edge: policy: invalid policy: " + badPolicy + ":2:"},
+		{"policy check unknown key", []string{"policy", "check", typoPolicy}, 0, "edge: warning: " + typoPolicy + `:3: rule "x": unknown key "colour" ignored`},
+		{"policy check -strict unknown key", []string{"policy", "check", "-strict", typoPolicy}, 1, "edge: policy: invalid policy: " + typoPolicy + `:3: rule "x": unknown key "colour"`},
 		{"policy check missing", []string{"policy", "check", missing}, 1, "edge: policy: open " + missing},
 		{"policy check no file", []string{"policy", "check"}, 2, "edge: policy check: missing FILE"},
 		{"policy explain bad policy", []string{"policy", "explain", "-policy", badPolicy}, 1, "edge: policy: invalid policy:"},
@@ -158,6 +161,9 @@ func TestErrorsExitAndPrefix(t *testing.T) {
 		{"fp top no file", []string{"fp", "top"}, 2, "edge: fp top: missing FILE"},
 		{"fp top bad by", []string{"fp", "top", "-by", "colour", missing}, 2, `edge: fp top: -by "colour"`},
 		{"fp top bad since", []string{"fp", "top", "-since", "yesterday", missing}, 2, "edge: fp top: -since: fplog:"},
+		{"fp top bad action", []string{"fp", "top", "-action", "BLOCK", missing}, 2, `edge: fp top: -action "BLOCK": want one of ALLOW, CHALLENGE, DENY, RATE, DIVERT, PASS`},
+		{"fp top bad site", []string{"fp", "top", "-site", "https://a.test/", missing}, 2, `edge: fp top: -site "https://a.test/": want a host name`},
+		{"explain both", []string{"explain", "-id", "x", "-config", badCfg, "-policy", badPolicy}, 2, "not both"},
 		{"hash-password empty", []string{"hash-password"}, 1, "edge: no password on standard input"},
 		{"trust missing", []string{"trust", missing}, 1, "edge: read config:"},
 		{"trust not self-signed", []string{"trust", selfSigned}, 1, "edge: " + selfSigned + ":1: tls.mode: is \"acme\""},

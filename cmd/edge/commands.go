@@ -28,7 +28,7 @@ type command struct {
 // lists them.
 func commands() []*command {
 	return []*command{
-		demoCommand(), runCommand(), configCheckCommand(), policyCheckCommand(), policyExplainCommand(),
+		demoCommand(), runCommand(), configCheckCommand(), policyCheckCommand(), policyExplainCommand(), explainCommand(),
 		robotsCommand(), fpTopCommand(), hashPasswordCommand(), trustCommand(), completionCommand(), healthCommand(), versionCommand(),
 	}
 }

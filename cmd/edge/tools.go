@@ -19,10 +19,15 @@ func policyCheckCommand() *command {
 of an Anubis policy that this edge does not use are warnings. The last line
 says whether Maat's own signals add weight under the policy: a signals:
 section turns them on, and an Anubis policy turns them on with one line
-under bots:, "- import: (builtin)/maat-signals.yaml".`,
-		flags: func(*flag.FlagSet) func(context.Context, stdio, []string) error {
+under bots:, "- import: (builtin)/maat-signals.yaml".
+
+With -strict (for CI), an unknown key (a section, a rule's key, a
+status_codes: key) is an error, and the exit status 1, instead of a
+warning.`,
+		flags: func(fs *flag.FlagSet) func(context.Context, stdio, []string) error {
+			strict := fs.Bool("strict", false, "unknown keys are errors, not warnings")
 			return func(_ context.Context, s stdio, args []string) error {
-				warnings, signals, err := ops.CheckPolicy(args[0])
+				warnings, signals, err := ops.CheckPolicy(args[0], *strict)
 				if err != nil {
 					return err
 				}
@@ -42,7 +47,8 @@ func policyExplainCommand() *command {
 		doc: `Describes a request with flags, or with one line of the fingerprint log
 (-from-log LINE, or -from-log - to read it from standard input; flags given
 as well override the line's fields), and explains it with the policy of
--config FILE, of -policy FILE alone, or the built-in default.
+-config FILE (the policy of the site of -host, sites[].policy, or the
+global one), of -policy FILE alone, or the built-in default.
 
 It runs the checks the live edge runs before the policy: crawler
 verification for a User-Agent that claims a known crawler (reverse and
@@ -98,6 +104,46 @@ configuration has databases. The output says which checks ran.`,
 					fmt.Fprintln(s.out)
 				}
 				return nil
+			}
+		},
+	}
+}
+
+func explainCommand() *command {
+	return &command{
+		name: "explain", summary: "Say why the edge decided as it did on a request, by its ID",
+		doc: `Finds the request -id (the ID the deny and challenge pages show, and
+X-Request-Id upstream) in the fingerprint log, in the current file and then
+in the rotated ones (gzipped or not), the newest first, and prints what the
+log says of it (decision, rules, weight), the policy's explanation of it as
+"edge policy explain" gives it, and what would have let it through.
+
+The log is -log FILE, else the log.fingerprints of -config, else
+` + config.DefaultFingerprintLog + `. The policy is that of -config, of -policy
+FILE, or the built-in default. Lines of the log that are not records are
+skipped, and counted in a warning.`,
+		flags: func(fs *flag.FlagSet) func(context.Context, stdio, []string) error {
+			var o ops.ExplainIDOptions
+			fs.StringVar(&o.ID, "id", "", "the request ID (required)")
+			fs.StringVar(&o.Log, "log", "", "the fingerprint log file (its rotated files are searched too)")
+			cfgPath := fs.String("config", "", "configuration whose log, policy and geo databases to use")
+			fs.StringVar(&o.Explain.Policy, "policy", "", "a policy file to explain with, without a configuration")
+			fs.BoolVar(&o.Explain.NoDNS, "no-dns", false, "skip crawler verification (offline)")
+			return func(ctx context.Context, s stdio, _ []string) error {
+				if o.ID == "" {
+					return usageError("explain", "-id REQUEST_ID is required")
+				}
+				if *cfgPath != "" {
+					if o.Explain.Policy != "" {
+						return usageError("explain", "give -config or -policy, not both")
+					}
+					cfg, err := config.Load(*cfgPath)
+					if err != nil {
+						return err
+					}
+					o.Explain.Config = &cfg
+				}
+				return ops.ExplainID(ctx, s.out, s.err, o)
 			}
 		},
 	}
@@ -173,11 +219,15 @@ func fpTopCommand() *command {
 		name: "fp top", args: "FILE…", minArgs: 1, maxArgs: -1, summary: "Summarize fingerprint logs",
 		doc: `Counts the values of one field over fingerprint log files (plain or .gz;
 "-" reads standard input), the most frequent first, with the actions taken.
--by takes: ` + strings.Join(ops.FPTopFields(), ", ") + `.`,
+-by takes: ` + strings.Join(ops.FPTopFields(), ", ") + `.
+-site, -action and -since count only the records of that host, that action
+(` + strings.Join(ops.FPTopActions(), ", ") + `) and that age.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, stdio, []string) error {
 			var o ops.FPTopOptions
 			fs.StringVar(&o.By, "by", "ja4", "the field to count (see above)")
 			fs.StringVar(&o.Since, "since", "", "only records newer than this: 90m, 12h, 1d, 2w")
+			fs.StringVar(&o.Site, "site", "", "only records of this host (the request's Host, without case or port)")
+			fs.StringVar(&o.Action, "action", "", "only records of this action: ALLOW, CHALLENGE, DENY, RATE, DIVERT or PASS")
 			fs.IntVar(&o.Limit, "n", 20, "rows to show (negative: all)")
 			fs.BoolVar(&o.JSON, "json", false, "JSON for machines")
 			return func(_ context.Context, s stdio, args []string) error {

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/maatproxy/maat/cmd/edge/internal/ops"
 )
@@ -86,6 +91,9 @@ func TestFPTop(t *testing.T) {
 		{"since 1d", "", []string{"fp", "top", "-by", "path", "-since", "1d", "-json", log}, map[string]int64{"/new": 1}},
 		{"since 4d", "", []string{"fp", "top", log, "-since", "4d", "-json", "-by", "path"}, map[string]int64{"/new": 1, "/old": 1}},
 		{"n 1 after the file", "", []string{"fp", "top", "-by", "rule", log, "-n", "1", "-json"}, map[string]int64{"a": 1}},
+		{"site", "", []string{"fp", "top", "-by", "path", "-site", "B.test", "-json", log}, map[string]int64{"/old": 1}},
+		{"action", "", []string{"fp", "top", "-by", "path", "-action", "allow", "-json", log}, map[string]int64{"/new": 1}},
+		{"site, action and since", "", []string{"fp", "top", "-by", "path", "-site", "b.test", "-action", "DENY", "-since", "1d", "-json", log}, map[string]int64{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -187,5 +195,70 @@ func TestPolicyCheckAnubis(t *testing.T) {
 			t.Errorf("policy check %s: exit %d\n%s%s\nwant %q", tt.file, code, out, errOut, tt.want)
 		}
 		checkPrefixes(t, errOut)
+	}
+}
+
+// TestExplainID: edge explain -id finds a request in the current log or a
+// rotated, gzipped one; says what the log says, the policy's explanation
+// and what would have let it through; warns of corrupt lines and still
+// finds the others; and says clearly when the ID, the log or the record
+// is not there.
+func TestExplainID(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pol := writeFile(t, dir, "policy.yaml", "bots:\n  - name: no-admin\n    path_regex: ^/admin\n    action: DENY\n  - name: slow-down\n    path_regex: ^/busy\n    action: CHALLENGE\n  - name: rest\n    path_regex: .*\n    action: ALLOW\n")
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	rec := func(id, path, action string, rules string) string {
+		return fmt.Sprintf(`{"time":%q,"request_id":%q,"remote_ip":"203.0.113.5","host":"a.test","method":"GET","path":%q,"proto":"HTTP/2.0","user_agent":"curl/8.0","weight":0,"rules":[%s],"action":%q,"status":403}`+"\n",
+			now, id, path, rules, action)
+	}
+	log := writeFile(t, dir, "fp.jsonl", rec("cur-1", "/ok", "ALLOW", `"rest"`)+"{corrupt\n"+rec("cur-2", "/busy", "CHALLENGE", `"slow-down"`))
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(rec("old-1", "/admin/x", "DENY", `"no-admin"`)))
+	zw.Close()
+	writeFile(t, dir, "fp-2026-12-01T00-00-00.000.jsonl.gz", gz.String())
+	for _, tt := range []struct {
+		name       string
+		args       []string
+		code       int
+		want, warn []string
+	}{
+		{"deny in a rotated gzip", []string{"-id", "old-1"}, 0,
+			[]string{"request old-1: " + filepath.Join(dir, "fp-2026-12-01T00-00-00.000.jsonl.gz") + ", line 1", "logged decision: DENY", "logged rules and signals: no-admin",
+				"decision: DENY weight=0 rule=no-admin", "what would have let it through:", "the rule no-admin decided it"},
+			[]string{"edge: warning: skipped 1 lines"}},
+		{"challenge in the current file", []string{"-id", "cur-2"}, 0,
+			[]string{"logged decision: CHALLENGE", "solving the challenge"}, []string{"skipped 1 lines"}},
+		{"allowed", []string{"-id", "cur-1"}, 0, []string{"nothing: the policy lets it through"}, nil},
+		{"unknown ID", []string{"-id", "nope-7"}, 1, nil, []string{`edge: request ID "nope-7" is not in ` + log + " or its 1 rotated files"}},
+		{"not an ID", []string{"-id", `a"b`}, 1, nil, []string{"not a request ID"}},
+		{"missing log", []string{"-log", filepath.Join(dir, "none.jsonl")}, 1, nil, []string{"edge: -log: fplog: no log file: " + filepath.Join(dir, "none.jsonl")}},
+		{"no ID", []string{}, 2, nil, []string{"-id REQUEST_ID is required"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"explain", "-policy", pol}, tt.args...)
+			if !slices.Contains(tt.args, "-log") {
+				args = append(args, "-log", log)
+			}
+			if tt.name == "missing log" {
+				args = append(args, "-id", "x")
+			}
+			out, errOut, code := edgeRun(t, "", args...)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d: %s\n%s", code, tt.code, errOut, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tt.warn {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("standard error lacks %q:\n%s", w, errOut)
+				}
+			}
+		})
 	}
 }

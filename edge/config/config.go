@@ -31,12 +31,17 @@ type Config struct {
 	// Storm switches storm mode of each site on and off by its upstreams'
 	// pressure, with hysteresis (the policy's storm variable, and
 	// challenge.when: storm).
-	Storm Storm `yaml:"storm"`
-	Geo          GeoConfig       `yaml:"geo"`
+	Storm Storm     `yaml:"storm"`
+	Geo   GeoConfig `yaml:"geo"`
 	// Divert names the upstreams a policy's DIVERT rules send requests to
 	// (a tarpit such as iocaine or Nepenthes) instead of the site's.
 	Divert         map[string]DivertTarget `yaml:"divert"`
 	TrustedProxies []Prefix                `yaml:"trusted_proxies"` // CIDRs whose X-Forwarded-For is believed
+	// DryRun forwards every request as if the policy allowed it, and logs
+	// (fingerprint log dry_run: true) and counts what it would have done:
+	// to watch a new policy before enforcing it. A site's dry_run
+	// overrides it. Default false.
+	DryRun bool `yaml:"dry_run"`
 
 	// Demo marks the embedded `edge demo` configuration: every host is
 	// answered and the demo upstream is told the request's fingerprints.
@@ -58,7 +63,11 @@ type Config struct {
 type Listen struct {
 	HTTPS string `yaml:"https"` // TCP (HTTP/1.1, HTTP/2) and UDP (HTTP/3); default ":443"
 	HTTP  string `yaml:"http"`  // ACME HTTP-01 and redirect to https; "" disables; default ":80"
-	Admin string `yaml:"admin"` // /healthz, /readyz, /metrics; "" disables; default "127.0.0.1:9100"
+	Admin string `yaml:"admin"` // the console (/), /healthz, /readyz, /metrics; "" disables; default "127.0.0.1:9100"
+	// AdminAuth, if set, asks for this user name and password (HTTP Basic
+	// authentication) on the admin listener's console and /metrics;
+	// /healthz and /readyz stay open for probes.
+	AdminAuth *AdminAuth `yaml:"admin_auth"`
 	// HTTP3 serves HTTP/3 on the UDP port of the same number as https's;
 	// false turns it off. If absent, true.
 	HTTP3 *bool `yaml:"http3"`
@@ -74,6 +83,12 @@ func (l *Listen) HTTP3Enabled() bool { return l.HTTP3 == nil || *l.HTTP3 }
 func (l *Listen) Same(o *Listen) bool {
 	return l.HTTPS == o.HTTPS && l.HTTP == o.HTTP && l.Admin == o.Admin &&
 		l.HTTP3Enabled() == o.HTTP3Enabled() && l.ProxyProtocol == o.ProxyProtocol
+}
+
+// AdminAuth is the admin listener's one user (listen.admin_auth).
+type AdminAuth struct {
+	User     string `yaml:"user"`
+	Password string `yaml:"password"` // the password itself: write it as ${file:…} or ${env:…}
 }
 
 // TLSConfig chooses where certificates come from.
@@ -139,6 +154,20 @@ type Site struct {
 	// AccessLog writes one line per request of the site, rotated and with
 	// client addresses as log.client_ip says.
 	AccessLog *AccessLog `yaml:"access_log"`
+	// Policy is the site's policy file; "" = the global policy. Sites that
+	// name the same file share one compiled policy.
+	Policy string `yaml:"policy"`
+	// DryRun, if set, overrides the global dry_run for the site.
+	DryRun *bool `yaml:"dry_run"`
+}
+
+// DryRunEnabled reports whether the site runs dry: its own dry_run, or
+// else global (the configuration's).
+func (s *Site) DryRunEnabled(global bool) bool {
+	if s.DryRun != nil {
+		return *s.DryRun
+	}
+	return global
 }
 
 // CompressEnabled reports whether the site compresses: Compress's default
@@ -684,6 +713,25 @@ func ParseUpstream(s string) (*url.URL, error) {
 func unixHost(path string) string { return hex.EncodeToString([]byte(path)) + unixSuffix }
 
 const unixSuffix = ".sock.invalid:0"
+
+// UpstreamName is how logs, metrics and messages name an upstream: its URL
+// as configured, "unix:/run/app.sock" for a Unix socket (not the made-up
+// host the transport reads).
+func UpstreamName(u *url.URL) string {
+	if path, ok := UnixSocket(u.Host); ok {
+		return "unix:" + path
+	}
+	return u.String()
+}
+
+// AddrName is UpstreamName for a dial address (host:port):
+// "unix:/run/app.sock" for a Unix socket, else addr.
+func AddrName(addr string) string {
+	if path, ok := UnixSocket(addr); ok {
+		return "unix:" + path
+	}
+	return addr
+}
 
 // UnixSocket returns the socket path of a Unix-socket upstream's dial
 // address (the host of a URL ParseUpstream made of unix:/path.sock), or

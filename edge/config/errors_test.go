@@ -73,9 +73,23 @@ sites:
 chalenge: {}
 `, []string{
 				`e.yaml:3: sites[0].upstraem: unknown key; did you mean upstream?`,
-				`e.yaml:4: sites[0].colour: unknown key (known here: hosts, upstream, upstream_tls, upstream_conns, routes, max_body_bytes, root, browse, errors, compress, canonical, redirects, hsts, security_headers, headers, maintenance, access_log)`,
+				`e.yaml:4: sites[0].colour: unknown key (known here: hosts, upstream, upstream_tls, upstream_conns, routes, max_body_bytes, root, browse, errors, compress, canonical, redirects, hsts, security_headers, headers, maintenance, access_log, policy, dry_run)`,
 				`e.yaml:5: chalenge: unknown key; did you mean challenge?`,
 			}},
+		{"admin_auth without a user, with a short password",
+			`listen:
+  admin_auth:
+    user: ""
+    password: secret
+sites: [{hosts: [a.example], upstream: 'http://127.0.0.1:1'}]
+`, []string{
+				`e.yaml:3: listen.admin_auth.user: a user name is needed, without ":" (RFC 7617)`,
+				`e.yaml:4: listen.admin_auth.password: a password of at least 12 characters is needed (write it as ${file:…})`,
+			}},
+		{"admin_auth without an admin listener",
+			`listen: {admin: "", admin_auth: {user: ops, password: correct-horse-battery}}
+sites: [{hosts: [a.example], upstream: 'http://127.0.0.1:1'}]
+`, []string{`e.yaml:1: listen.admin_auth: listen.admin is off: there is nothing to protect`}},
 		{"dash for underscore",
 			"log: {client-ip: hash}\nsites: [{hosts: [a.example], upstream: 'http://127.0.0.1:1'}]\n",
 			[]string{"e.yaml:1: log.client-ip: unknown key; did you mean client_ip?"}},
@@ -110,7 +124,7 @@ sites:
     hosts: [a.example]
   - <<: *site
     hosts: [a.example]
-`, []string{`e.yaml:1: x-site: unknown key (known here: listen, tls, sites, policy, challenge, store, log, fingerprints, timeouts, limits, storm, geo, divert, trusted_proxies)`,
+`, []string{`e.yaml:1: x-site: unknown key (known here: listen, tls, sites, policy, challenge, store, log, fingerprints, timeouts, limits, storm, geo, divert, trusted_proxies, dry_run)`,
 				`e.yaml:7: sites[1].hosts[0]: host "a.example" is already used by sites[0]`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -92,7 +92,21 @@ func (c *Config) validateListen(p *problems) {
 	check("listen.https", c.Listen.HTTPS, true)
 	check("listen.http", c.Listen.HTTP, false)
 	check("listen.admin", c.Listen.Admin, false)
+	if a := c.Listen.AdminAuth; a != nil {
+		if a.User == "" || strings.ContainsAny(a.User, ":\x00\r\n") {
+			p.add("listen.admin_auth.user", "a user name is needed, without \":\" (RFC 7617)")
+		}
+		if len(a.Password) < minAdminPassword {
+			p.add("listen.admin_auth.password", "a password of at least %d characters is needed (write it as ${file:…})", minAdminPassword)
+		}
+		if c.Listen.Admin == "" {
+			p.add("listen.admin_auth", "listen.admin is off: there is nothing to protect")
+		}
+	}
 }
+
+// minAdminPassword is the shortest listen.admin_auth.password.
+const minAdminPassword = 12
 
 func (c *Config) validateTLS(p *problems) {
 	cc := c.Certs()

@@ -1,16 +1,25 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
+
+	"golang.org/x/crypto/acme"
 
 	"github.com/maatproxy/maat/certs"
 	"github.com/maatproxy/maat/challenge"
@@ -18,7 +27,9 @@ import (
 	"github.com/maatproxy/maat/edge/config"
 	"github.com/maatproxy/maat/geo"
 	"github.com/maatproxy/maat/locales"
+	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/static"
+	"github.com/maatproxy/maat/store"
 )
 
 // CheckConfig does with a configuration file what `edge run` does, short
@@ -35,12 +46,19 @@ import (
 // It returns every problem at once, each a *ConfigError naming the file,
 // line and key, and the warnings run would log (a policy's skipped rules,
 // a secret that will not survive a restart).
-func CheckConfig(path string) (warnings []string, err error) {
+//
+// Unless o.Offline, it also asks what run would ask of the network, each
+// within o.Timeout: the shared Redis (store.kind: redis) is pinged and the
+// ACME directory (tls.mode: acme) fetched; what does not answer is a
+// warning, since run starts without them. With o.Offline it touches no
+// network at all (no DNS lookup, no Redis, no ACME CA), and the report's
+// Skipped lists what it did not check.
+func CheckConfig(ctx context.Context, path string, o CheckOptions) (CheckReport, error) {
 	cfg, err := config.Read(path)
 	if err != nil {
-		return nil, err
+		return CheckReport{}, err
 	}
-	c := checker{cfg: &cfg}
+	c := checker{cfg: &cfg, offline: o.Offline}
 	c.add(cfg.Check())
 	c.listen()
 	c.policy()
@@ -53,14 +71,37 @@ func CheckConfig(path string) (warnings []string, err error) {
 	if len(c.errs) == 0 {
 		c.add(edge.CheckHandler(cfg))
 	}
-	return c.warnings, config.SortByLine(config.Problems(cfg.Locate(errors.Join(c.errs...))))
+	c.network(ctx, cmp.Or(o.Timeout, DefaultCheckTimeout))
+	return CheckReport{Warnings: c.warnings, Skipped: c.skipped}, config.SortByLine(config.Problems(cfg.Locate(errors.Join(c.errs...))))
+}
+
+// DefaultCheckTimeout bounds each network check of CheckConfig.
+const DefaultCheckTimeout = 5 * time.Second
+
+// CheckOptions choose what CheckConfig may do beyond reading files.
+type CheckOptions struct {
+	// Offline touches no network: no DNS lookup, no Redis, no ACME
+	// directory (edge config check -offline, for CI).
+	Offline bool
+	// Timeout bounds each network check; if zero, DefaultCheckTimeout.
+	Timeout time.Duration
+}
+
+// CheckReport is what CheckConfig found besides problems.
+type CheckReport struct {
+	// Warnings are what run would log, and the network checks that failed.
+	Warnings []string
+	// Skipped lists, in words, what an offline check did not check.
+	Skipped []string
 }
 
 // checker collects the problems of one configuration.
 type checker struct {
 	cfg      *config.Config
+	offline  bool // touch no network (CheckOptions.Offline)
 	errs     []error
 	warnings []string
+	skipped  []string // what the offline check left out
 	bad      []string // keys already reported, so that a check does not report them twice
 }
 
@@ -88,12 +129,19 @@ func (c *checker) reported(key string) bool {
 	return slices.ContainsFunc(c.bad, func(b string) bool { return config.KeysOverlap(b, key) })
 }
 
-// listen resolves the listen addresses' host names, as binding them would.
+// listen resolves the listen addresses' host names, as binding them would;
+// offline, only addresses (a name would need a lookup).
 func (c *checker) listen() {
 	l := &c.cfg.Listen
 	for _, a := range []struct{ key, addr string }{{"listen.https", l.HTTPS}, {"listen.http", l.HTTP}, {"listen.admin", l.Admin}} {
 		if a.addr == "" || c.reported(a.key) {
 			continue
+		}
+		if host, _, err := net.SplitHostPort(a.addr); c.offline && err == nil && host != "" {
+			if _, err := netip.ParseAddr(host); err != nil {
+				c.skip("%s: the host name %q is not looked up (DNS)", a.key, host)
+				continue
+			}
 		}
 		if _, err := net.ResolveTCPAddr("tcp", a.addr); err != nil {
 			c.fail(a.key, err)
@@ -101,18 +149,101 @@ func (c *checker) listen() {
 	}
 }
 
+// policy compiles the global policy and each site's (sites[].policy).
 func (c *checker) policy() {
-	if c.reported("policy") {
-		return
-	}
-	p, err := edge.LoadPolicy(c.cfg)
-	if err != nil {
+	if !c.reported("policy") {
+		p, err := edge.LoadPolicy(c.cfg)
 		c.fail("policy", err)
+		c.policyWarnings("policy", p)
+	}
+	seen := map[string]bool{}
+	for key, file := range edge.PolicyFiles(c.cfg) {
+		if c.reported(key) || seen[file] {
+			continue
+		}
+		seen[file] = true
+		p, err := edge.LoadPolicyFile(c.cfg, file)
+		c.fail(key, err)
+		c.policyWarnings(key, p)
+	}
+}
+
+func (c *checker) policyWarnings(key string, p *policy.Policy) {
+	if p == nil {
 		return
 	}
 	for _, w := range p.Warnings() {
-		c.warnings = append(c.warnings, "policy: "+w)
+		c.warnings = append(c.warnings, key+": "+w)
 	}
+}
+
+// skip records what an offline check left out.
+func (c *checker) skip(format string, args ...any) {
+	c.skipped = append(c.skipped, fmt.Sprintf(format, args...))
+}
+
+// network asks what run asks of the network at start, each within
+// timeout, and warns of what does not answer; offline, it says what it
+// skipped.
+func (c *checker) network(ctx context.Context, timeout time.Duration) {
+	if c.cfg.Store.Kind == "redis" && !c.reported("store") {
+		if c.offline {
+			c.skip("store.url: Redis at %s is not pinged", redisHost(c.cfg.Store.URL))
+		} else if err := pingRedis(ctx, c.cfg.Store.URL, timeout); err != nil {
+			c.warnings = append(c.warnings, fmt.Sprintf("store.url: Redis does not answer (run starts without it, serving from memory): %v", err))
+		}
+	}
+	if c.cfg.TLS.Mode == certs.ModeACME && !c.reported("tls") {
+		dir := cmp.Or(c.cfg.TLS.ACME.Directory, acme.LetsEncryptURL)
+		if c.offline {
+			c.skip("tls.acme.directory: the ACME directory %s is not fetched", dir)
+		} else if err := fetchACMEDirectory(ctx, dir, c.cfg.TLS.ACME.CARoots, timeout); err != nil {
+			c.warnings = append(c.warnings, fmt.Sprintf("tls.acme.directory: the ACME directory %s does not answer (run retries; no certificate is ordered until it does): %v", dir, err))
+		}
+	}
+}
+
+// redisHost is the host:port of a Redis URL, without its password.
+func redisHost(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" {
+		return "(the configured URL)"
+	}
+	return p.Host
+}
+
+func pingRedis(ctx context.Context, u string, timeout time.Duration) error {
+	r, err := store.OpenRedis(u)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return r.Ping(ctx)
+}
+
+// fetchACMEDirectory reads the ACME directory at dir, trusting the system
+// roots and those of the PEM file roots (tls.acme.ca_roots), if any.
+func fetchACMEDirectory(ctx context.Context, dir, roots string, timeout time.Duration) error {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if roots != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		b, err := os.ReadFile(roots)
+		if err != nil {
+			return err
+		}
+		pool.AppendCertsFromPEM(b)
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	defer t.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := (&acme.Client{DirectoryURL: dir, HTTPClient: &http.Client{Transport: t}}).Discover(ctx)
+	return err
 }
 
 func (c *checker) geo() {

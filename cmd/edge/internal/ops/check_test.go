@@ -62,6 +62,8 @@ func TestCheckConfigFindsWhatRunRefuses(t *testing.T) {
 			":4: policy: open " + dir + "/nope.yaml: no such file or directory"},
 		{"invalid policy", base + "tls: {mode: self-signed, cache: ''}\npolicy: " + badPolicy + "\n" + site,
 			":4: policy: invalid policy: " + badPolicy + ":2: rule \"x\": no matcher"},
+		{"invalid site policy", base + "tls: {mode: self-signed, cache: ''}\n" + site + "  - hosts: [b.test]\n    upstream: http://127.0.0.1:1\n    policy: " + badPolicy + "\n",
+			":9: sites[1].policy: policy: invalid policy: " + badPolicy + ":2: rule \"x\": no matcher"},
 		{"missing certificate files", base + "tls:\n  mode: files\n  cert_file: " + dir + "/c.pem\n  key_file: " + dir + "/k.pem\n" + site,
 			":3: tls: certs: loading " + dir + "/c.pem"},
 		{"access log directory missing", base + "tls: {mode: self-signed, cache: ''}\n" + site + "    access_log: {path: " + dir + "/nodir/access.log}\n",
@@ -90,7 +92,7 @@ func TestCheckConfigFindsWhatRunRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := tree(t, dir)
-			_, err := CheckConfig(cfgPath)
+			_, err := CheckConfig(t.Context(), cfgPath, CheckOptions{})
 			if err == nil || !strings.Contains(err.Error(), cfgPath+tt.want) {
 				t.Errorf("CheckConfig: %v\nwant %s%s", err, cfgPath, tt.want)
 			}
@@ -135,7 +137,8 @@ sites:
 		t.Fatal(err)
 	}
 	before := tree(t, dir)
-	warnings, err := CheckConfig(cfgPath)
+	rep, err := CheckConfig(t.Context(), cfgPath, CheckOptions{})
+	warnings := rep.Warnings
 	if err != nil || len(warnings) != 0 {
 		t.Fatalf("CheckConfig: %v, warnings %q", err, warnings)
 	}
@@ -146,7 +149,8 @@ sites:
 	if err := os.WriteFile(cfgPath, []byte(strings.Replace(text, filepath.Join(dir, "state"), "", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	warnings, err = CheckConfig(cfgPath)
+	rep, err = CheckConfig(t.Context(), cfgPath, CheckOptions{})
+	warnings = rep.Warnings
 	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "will not survive a restart") {
 		t.Errorf("CheckConfig: %v, warnings %q", err, warnings)
 	}

@@ -110,7 +110,7 @@ func TestDocExamplesLoad(t *testing.T) {
 			if err := os.WriteFile(file, concrete(t, dir, b.text, string(hash)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := CheckConfig(file); err != nil {
+			if _, err := CheckConfig(t.Context(), file, CheckOptions{Offline: true}); err != nil {
 				t.Errorf("the configuration example at %s does not pass edge config check:\n%v\n%s", name, err, b.text)
 			}
 			checked++

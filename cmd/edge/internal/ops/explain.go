@@ -39,7 +39,9 @@ type ExplainRequest struct {
 // ExplainOptions choose the policy that explains and how its checks run.
 type ExplainOptions struct {
 	// Config supplies the policy with its geo databases (opened to look
-	// the address up) and divert targets. If nil, Policy is used.
+	// the address up) and divert targets: the policy of the site of the
+	// request's Host (sites[].policy), or the global one. If nil, Policy
+	// is used.
 	Config *config.Config
 	// Policy is a policy file to explain with, without a configuration.
 	// If it and Config are empty, the built-in default policy is.
@@ -60,13 +62,19 @@ const crawlerTimeout = 2 * time.Second
 // geo lookup when the configuration has databases), so that its decision is
 // the live one, and names each check it skipped.
 func ExplainPolicy(ctx context.Context, er ExplainRequest, o ExplainOptions) (string, error) {
-	p, db, err := explainPolicy(&o)
+	text, _, _, err := explain(ctx, er, o)
+	return text, err
+}
+
+// explain is ExplainPolicy, with the decision and the policy that made it.
+func explain(ctx context.Context, er ExplainRequest, o ExplainOptions) (string, policy.Decision, *policy.Policy, error) {
+	p, db, err := explainPolicy(&o, er.Host)
 	if err != nil {
-		return "", err
+		return "", policy.Decision{}, nil, err
 	}
 	r, err := er.policyRequest()
 	if err != nil {
-		return "", err
+		return "", policy.Decision{}, nil, err
 	}
 	var ran policy.Checks
 	if db != nil {
@@ -79,7 +87,7 @@ func ExplainPolicy(ctx context.Context, er ExplainRequest, o ExplainOptions) (st
 	}
 	v, err := policy.NewVerifier(policy.VerifierConfig{Resolver: o.Resolver})
 	if err != nil {
-		return "", fmt.Errorf("edge: crawler verifier: %w", err)
+		return "", policy.Decision{}, nil, fmt.Errorf("edge: crawler verifier: %w", err)
 	}
 	if ua := headerValue(r.Header, "User-Agent"); policy.ClaimedCrawler(ua) != "" && !o.NoDNS {
 		vctx, cancel := context.WithTimeout(ctx, crawlerTimeout)
@@ -87,13 +95,15 @@ func ExplainPolicy(ctx context.Context, er ExplainRequest, o ExplainOptions) (st
 		cancel()
 		ran.Crawler = true
 	}
-	if d := p.Evaluate(&r); d.NeedFCrDNS && !o.NoDNS { // as decide does live
+	d := p.Evaluate(&r)
+	if d.NeedFCrDNS && !o.NoDNS { // as decide does live
 		vctx, cancel := context.WithTimeout(ctx, crawlerTimeout)
 		r.FCrDNS = v.FCrDNS(vctx, r.RemoteAddr)
 		cancel()
 		ran.FCrDNS = true
+		d = p.Evaluate(&r)
 	}
-	return p.ExplainChecks(&r, ran), nil
+	return p.ExplainChecks(&r, ran), d, p, nil
 }
 
 func headerValue(h http.Header, k string) string {
@@ -103,15 +113,16 @@ func headerValue(h http.Header, k string) string {
 	return ""
 }
 
-// explainPolicy loads the policy of o, and its geo databases.
-func explainPolicy(o *ExplainOptions) (*policy.Policy, *geo.DB, error) {
+// explainPolicy loads the policy of o (with a configuration, the policy of
+// the site of host), and its geo databases.
+func explainPolicy(o *ExplainOptions, host string) (*policy.Policy, *geo.DB, error) {
 	switch {
 	case o.Config != nil && o.Policy != "":
 		return nil, nil, errors.New("edge: explain with a configuration or a policy file, not both")
 	case o.Config != nil:
-		p, err := edge.LoadPolicy(o.Config)
+		p, key, err := edge.LoadPolicyForHost(o.Config, host)
 		if err != nil {
-			return nil, nil, o.Config.Locate(&config.Error{File: o.Config.File, Key: "policy", Err: err})
+			return nil, nil, o.Config.Locate(&config.Error{File: o.Config.File, Key: key, Err: err})
 		}
 		g := o.Config.Geo
 		if g == (config.GeoConfig{}) {
@@ -196,6 +207,11 @@ func ExplainRequestFromLog(line []byte) (ExplainRequest, error) {
 	if err != nil {
 		return ExplainRequest{}, fmt.Errorf("edge: -from-log: %w", err)
 	}
+	return explainRequestFromRecord(&rec), nil
+}
+
+// explainRequestFromRecord is ExplainRequestFromLog of a parsed line.
+func explainRequestFromRecord(rec *fplog.Record) ExplainRequest {
 	er := ExplainRequest{
 		UA: rec.UserAgent, Path: rec.Path, JA4: rec.JA4, Method: rec.Method, Host: rec.Host,
 		Proto: rec.Proto, HFP: rec.HFP, H2FP: rec.H2FP, ASN: rec.ASN, ASOrg: rec.ASOrg, Country: rec.Country,
@@ -208,5 +224,5 @@ func ExplainRequestFromLog(line []byte) (ExplainRequest, error) {
 			er.Headers = append(er.Headers, name+":")
 		}
 	}
-	return er, nil
+	return er
 }

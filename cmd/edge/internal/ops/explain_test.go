@@ -49,7 +49,7 @@ const googlebotUA = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.
 const googlebotLine = `{"remote_ip":"127.0.0.1","host":"a.test","method":"GET","path":"/page","proto":"HTTP/1.1","user_agent":"` + googlebotUA + `"}`
 
 // TestExplainAgreesWithLive: a request claiming Googlebot from an address
-// whose reverse name is not Google's is denied as fake-crawler, and one
+// whose reverse name is not Google's is denied as fake_crawler, and one
 // whose address verifies is allowed, by explain given the same resolver,
 // from flags and from the request's fingerprint log line, as by the live
 // edge: TestCrawlerVerificationLive (edge) holds the same table and checks
@@ -65,7 +65,7 @@ func TestExplainAgreesWithLive(t *testing.T) {
 		rule, says string
 	}{
 		{"fake googlebot", fakeDNS{ptr: map[string][]string{"127.0.0.1": {"host-1.example.net."}}},
-			"DENY", "fake-crawler", "googlebot FAILED"},
+			"DENY", "fake_crawler", "googlebot FAILED"},
 		{"real googlebot", fakeDNS{ptr: map[string][]string{"127.0.0.1": {"crawl-127-0-0-1.googlebot.com."}},
 			a: map[string][]netip.Addr{"crawl-127-0-0-1.googlebot.com.": {loop}, "crawl-127-0-0-1.googlebot.com": {loop}}},
 			"ALLOW", "", "googlebot verified"},
@@ -321,5 +321,44 @@ func TestExplainPathAsLive(t *testing.T) {
 	er := ExplainRequest{Path: "/%c0%afadmin/"}
 	if _, err := er.policyRequest(); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Errorf("an overlong UTF-8 path: err = %v, want the 400 the edge answers", err)
+	}
+}
+
+// TestExplainSitePolicy: with a configuration, explain uses the policy of
+// the site of the request's Host (sites[].policy), a wildcard's too, and
+// the global policy for a site without one or a host no site answers.
+func TestExplainSitePolicy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	deny := write("deny.yaml", "bots:\n  - {name: site-deny, path_regex: ^/x, action: DENY}\n")
+	allow := write("allow.yaml", "bots:\n  - {name: global-allow, path_regex: ^/x, action: ALLOW}\n")
+	cfg, err := config.Parse("sites.yaml", []byte("policy: "+allow+"\nsites:\n"+
+		"  - {hosts: [a.test, '*.w.test'], upstream: 'http://127.0.0.1:1', policy: "+deny+"}\n"+
+		"  - {hosts: [b.test], upstream: 'http://127.0.0.1:1'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ host, want string }{
+		{"a.test", "rule=site-deny"}, {"x.w.test:443", "rule=site-deny"}, {"b.test", "rule=global-allow"}, {"other.test", "rule=global-allow"}, {"", "rule=global-allow"},
+	} {
+		out, err := ExplainPolicy(t.Context(), ExplainRequest{Host: tt.host, Path: "/x", UA: "curl/8.5.0"}, ExplainOptions{Config: &cfg, NoDNS: true})
+		if err != nil || !strings.Contains(out, tt.want) {
+			t.Errorf("host %q: %v\n%s\nwant %s", tt.host, err, out, tt.want)
+		}
+	}
+	bad := write("bad.yaml", "bots:\n  - {name: x, action: FOO}\n")
+	cfg, err = config.Parse("sites.yaml", []byte("sites:\n  - {hosts: [a.test], upstream: 'http://127.0.0.1:1', policy: "+bad+"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ExplainPolicy(t.Context(), ExplainRequest{Host: "a.test"}, ExplainOptions{Config: &cfg, NoDNS: true}); err == nil || !strings.Contains(err.Error(), "sites.yaml:2: sites[0].policy:") {
+		t.Errorf("a site's bad policy: %v, want its key and line", err)
 	}
 }

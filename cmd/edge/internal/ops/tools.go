@@ -22,9 +22,10 @@ import (
 
 // CheckPolicy validates a policy file, ours or Anubis's, and returns its
 // warnings and a sentence that says whether Maat's own signals add weight
-// under it (policy.Policy.MaatSignals). Errors name file:line.
-func CheckPolicy(path string) (warnings []string, signals string, err error) {
-	p, err := policy.Load(path, policy.Options{})
+// under it (policy.Policy.MaatSignals). Errors name file:line. strict
+// makes unknown keys errors (policy.Options.Strict).
+func CheckPolicy(path string, strict bool) (warnings []string, signals string, err error) {
+	p, err := policy.Load(path, policy.Options{Strict: strict})
 	if err != nil {
 		return nil, "", err
 	}
@@ -44,17 +45,32 @@ func RobotsToPolicy(r io.Reader, o RobotsOptions) ([]byte, error) {
 type FPTopOptions struct {
 	By    string // a name of FPTopFields; "" = ja4
 	Since string // e.g. 90m, 12h, 1d, 2w (fplog.ParseSince); "" = all
-	Limit int
-	JSON  bool
-	Stdin io.Reader // read for the file "-"; nil = os.Stdin
+	Site  string // a host: only its records; "" = all
+	// Action is one of FPTopActions: only records of it; "" = all.
+	Action string
+	Limit  int
+	JSON   bool
+	Stdin  io.Reader // read for the file "-"; nil = os.Stdin
 }
 
 // FPTopFields lists what `edge fp top -by` counts.
 func FPTopFields() []string { return fplog.ByFields() }
 
-// Validate reports a -by field or a -since duration FPTop would refuse.
+// FPTopActions lists what `edge fp top -action` takes.
+func FPTopActions() []string {
+	return []string{fplog.ActionAllow, fplog.ActionChallenge, fplog.ActionDeny, fplog.ActionRate, fplog.ActionDivert, fplog.ActionPass}
+}
+
+// Validate reports a -by field, a -since duration or an -action FPTop
+// would refuse.
 func (o *FPTopOptions) Validate() error {
 	var errs []error
+	if o.Action != "" && !slices.ContainsFunc(FPTopActions(), func(a string) bool { return strings.EqualFold(a, o.Action) }) {
+		errs = append(errs, fmt.Errorf("-action %q: want one of %s", o.Action, strings.Join(FPTopActions(), ", ")))
+	}
+	if strings.ContainsAny(o.Site, "/ ") {
+		errs = append(errs, fmt.Errorf("-site %q: want a host name, as in sites[].hosts (no scheme or path)", o.Site))
+	}
 	if o.By != "" && !slices.Contains(fplog.ByFields(), o.By) {
 		errs = append(errs, fmt.Errorf("-by %q: want one of %s", o.By, strings.Join(fplog.ByFields(), ", ")))
 	}
@@ -69,7 +85,7 @@ func (o *FPTopOptions) Validate() error {
 // FPTop summarizes fingerprint log files (plain or gzip; "-" = Stdin)
 // into w.
 func FPTop(w io.Writer, files []string, o FPTopOptions) error {
-	opts := fplog.TopOptions{By: o.By, Limit: o.Limit, Stdin: o.Stdin}
+	opts := fplog.TopOptions{By: o.By, Limit: o.Limit, Stdin: o.Stdin, Host: o.Site, Action: o.Action}
 	if o.Since != "" {
 		d, err := fplog.ParseSince(o.Since)
 		if err != nil {
