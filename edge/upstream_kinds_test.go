@@ -66,7 +66,7 @@ func TestUnixSocketUpstreamNamed(t *testing.T) {
 	}
 	var logs syncBuffer
 	h := newTestHandlerEnv(t, yaml, Env{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
-	res, _ := get(t, handlerClient(h, "h1"), handlerURL("/x"), "User-Agent", "curl/8.5.0")
+	res, _ := get(t, handlerClient(h, "h1"), handlerURL("/x"), "User-Agent", "Go-http-client/1.1")
 	if res.StatusCode != http.StatusBadGateway {
 		t.Fatalf("status %d, want 502", res.StatusCode)
 	}
