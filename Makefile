@@ -71,6 +71,7 @@ deps:
 	$(GO) mod download
 	$(GO) tool nfpm --version >/dev/null   # builds the packager once, so that the package test times its own work
 	$(GO) tool h2spec --version >/dev/null # likewise the HTTP/2 conformance suite edge/h2spec_test.go runs
+	$(GO) tool helm version >/dev/null     # and helm, which dist/helm_test.go lints and renders the chart with
 
 check:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi

@@ -1,11 +1,10 @@
 package edge
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
-	"slices"
+	"time"
 
 	"github.com/maatproxy/maat/edge/internal/console"
 	"github.com/maatproxy/maat/edge/internal/secret"
@@ -47,35 +46,28 @@ func (s *Server) consolePage() http.Handler {
 // upstreamStats reports the upstream addresses of the Handler in use.
 type upstreamStats struct{ s *Server }
 
-// UpstreamStats is, for now, what the upstream pools tell: the slots in
-// use and the requests waiting, against limits.upstream_conns; pressure
-// is their share of the capacity.
+// UpstreamStats is each site's pools as the pressure signal measured
+// them last (the maat_upstream_* gauges' numbers): pressure, slots in
+// use, capacity and queue.
 func (u upstreamStats) UpstreamStats() []console.UpstreamRow {
 	h := u.s.handler.Load()
 	if h == nil || h.sites == nil {
 		return nil
 	}
-	capacity := h.cfg.Limits.UpstreamConns
+	now := time.Now()
 	var rows []console.UpstreamRow
-	seen := map[[2]string]bool{}
-	for _, st := range sitesOf(h.sites) {
-		for _, rt := range st.routes {
-			if rt.pool == nil || rt.static != nil {
-				continue
-			}
-			for _, a := range rt.pool.State() {
-				k := [2]string{st.name, a.Addr}
-				if seen[k] {
-					continue // routes of a site to the same address share its slots
-				}
-				seen[k] = true
-				row := console.UpstreamRow{Site: st.name, Upstream: a.Addr, InUse: a.Busy, Capacity: capacity, Queue: a.Waiting}
-				if capacity > 0 {
-					row.Pressure = min(1, float64(a.Busy+a.Waiting)/float64(capacity))
-				}
-				rows = append(rows, row)
-			}
+	for _, st := range h.sites.list {
+		l := st.load
+		if l == nil {
+			continue
 		}
+		l.read(now) // measured anew if the last is older than pressureEvery
+		l.mu.Lock()
+		for i, ps := range l.stats {
+			rows = append(rows, console.UpstreamRow{Site: st.name, Upstream: l.names[i], Pressure: l.pressure[i],
+				InUse: ps.InUse, Capacity: ps.Capacity, Queue: ps.Queue})
+		}
+		l.mu.Unlock()
 	}
 	return rows
 }
@@ -103,23 +95,4 @@ func (s *Server) adminAuth(next http.Handler) http.Handler {
 func sameSecret(a, b string) bool {
 	x, y := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
 	return subtle.ConstantTimeCompare(x[:], y[:]) == 1
-}
-
-// sitesOf lists the sites of t in configuration order.
-func sitesOf(t *siteTable) []*site {
-	var out []*site
-	add := func(st *site) {
-		if st != nil && !slices.Contains(out, st) {
-			out = append(out, st)
-		}
-	}
-	for _, st := range t.byHost {
-		add(st)
-	}
-	for _, st := range t.wildcard {
-		add(st)
-	}
-	add(t.fallback)
-	slices.SortFunc(out, func(a, b *site) int { return cmp.Compare(a.index, b.index) })
-	return out
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maatproxy/maat/edge/config"
 )
 
 // consolePolicy allows, challenges and denies by path, so that a burst of
@@ -86,7 +88,7 @@ func waitConsole(t *testing.T, e *testEdge, user, pass string, cond func(string)
 
 func TestConsolePage(t *testing.T) {
 	t.Parallel()
-	e := startConsoleEdge(t, "", "")
+	e := startConsoleEdge(t, "", "limits: {upstream_conns: 5}\n")
 	burst(t, e, 3)
 	want := func(n int) func(string) bool {
 		return func(b string) bool {
@@ -110,7 +112,7 @@ func TestConsolePage(t *testing.T) {
 			t.Errorf("the page lacks %s", s)
 		}
 	}
-	if !regexp.MustCompile(`<td>localhost</td><td>127\.0\.0\.1:[0-9]+</td><td>0 %</td><td>0</td><td>32</td><td>0</td>`).MatchString(body) {
+	if !regexp.MustCompile(`<td>localhost</td><td>127\.0\.0\.1:[0-9]+</td><td>0 %</td><td>0</td><td>5</td><td>0</td>`).MatchString(body) {
 		t.Error("the page lacks the upstream's row")
 	}
 	burst(t, e, 2)
@@ -194,5 +196,38 @@ func TestSameSecret(t *testing.T) {
 		if got := sameSecret(tt.a, tt.b); got != tt.want {
 			t.Errorf("sameSecret(%q, %q) = %v", tt.a, tt.b, got)
 		}
+	}
+}
+
+// TestAdminAuthReload: a reload that sets listen.admin_auth guards the
+// console at once; one that removes it opens it again.
+func TestAdminAuthReload(t *testing.T) {
+	t.Parallel()
+	up := echoUpstream(t, "a")
+	site := "sites: [{hosts: [localhost], upstream: " + up.URL + "}]\n"
+	e := startEdgeListen(t, "", site, io.Discard)
+	reload := func(listen string) {
+		t.Helper()
+		cfg, err := config.Parse("test.yaml", []byte(edgeConfigText(listen, site)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, _ := adminGet(t, e, "/", "", ""); res.StatusCode != 200 {
+		t.Fatalf("without admin_auth: %d", res.StatusCode)
+	}
+	reload(`admin_auth: {user: ops, password: "correct horse battery"}`)
+	if res, _ := adminGet(t, e, "/", "", ""); res.StatusCode != 401 {
+		t.Errorf("after a reload that sets admin_auth: %d, want 401", res.StatusCode)
+	}
+	if res, _ := adminGet(t, e, "/", "ops", "correct horse battery"); res.StatusCode != 200 {
+		t.Errorf("with the credentials: %d", res.StatusCode)
+	}
+	reload("")
+	if res, _ := adminGet(t, e, "/metrics", "", ""); res.StatusCode != 200 {
+		t.Errorf("after a reload that removes admin_auth: %d, want 200", res.StatusCode)
 	}
 }

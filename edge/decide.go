@@ -18,7 +18,11 @@ import (
 // (dry_run) only records what the policy decided (dryRun).
 func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 	sp := h.policyFor(st.site)
-	pr := h.policyRequest(r, st)
+	cl := st.challengeClient()
+	// A valid pass of any kind: the client's cluster, and its line's
+	// priority, are its pass's.
+	passed := sp.challenger.Check(r, cl, challenge.Need{Wait: true}) == challenge.PassOK
+	pr := h.policyRequest(r, st, passed)
 	dec := sp.policy.Evaluate(&pr)
 	if dec.NeedFCrDNS { // an Anubis verifyFCrDNS or reverseDNS expression
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -28,8 +32,13 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 	}
 	st.weight = dec.Weight
 	st.rules = dec.AppendNames(st.rulesBuf[:0])
-	cl := st.challengeClient()
-	wait := h.waitFor(sp.policy, &dec)
+	wait := h.waitFor(sp.policy, &dec, &pr)
+	defer func() {
+		// Pass holders and the crawlers the policy lets through go first
+		// in the upstream's line.
+		st.priority = st.action == fplog.ActionPass ||
+			st.action == fplog.ActionAllow && pr.CrawlerVerified == policy.CrawlerVerified
+	}()
 	if st.site.dryRun {
 		return h.dryRun(r, st, sp, &dec, cl, wait)
 	}
@@ -60,7 +69,18 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 		}
 		st.action = fplog.ActionAllow
 	case policy.CHALLENGE:
+		// challenge.when false (a calm site): no challenge for a client no
+		// lie-detection signal fired on, and any valid pass passes.
+		calm := h.when != nil && !dec.Lied() && !h.when.Eval(&pr)
+		if calm && passed {
+			st.action = fplog.ActionPass
+			break
+		}
 		if reason := sp.challenger.Check(r, cl, challengeNeed(&dec, wait)); reason != challenge.PassOK {
+			if calm {
+				st.action, st.reason = fplog.ActionAllow, reasonChallengeCalm
+				break
+			}
 			st.action = fplog.ActionChallenge
 			st.challenge = &fplog.Challenge{Alg: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits}
 			h.env.metrics.challenges.WithLabelValues("issued", reason.String()).Inc()
@@ -73,7 +93,7 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 		st.action = fplog.ActionPass
 	default:
 		st.action = fplog.ActionAllow
-		if sp.challenger.Check(r, cl, challenge.Need{Wait: true}) == challenge.PassOK {
+		if passed {
 			st.action = fplog.ActionPass
 		}
 	}
@@ -89,7 +109,7 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 // (a parrot, tls_http_mismatch, is a lie)
 // and whose weight is below challenge.wait.max_weight; it grows with the
 // weight, to twice challenge.wait.duration at max_weight.
-func (h *Handler) waitFor(p *policy.Policy, d *policy.Decision) time.Duration {
+func (h *Handler) waitFor(p *policy.Policy, d *policy.Decision, r *policy.Request) time.Duration {
 	base := h.cfg.Challenge.Wait.Duration.D()
 	if d.Action == policy.CHALLENGE && d.Challenge.Algorithm == "metarefresh" {
 		return base
@@ -99,7 +119,7 @@ func (h *Handler) waitFor(p *policy.Policy, d *policy.Decision) time.Duration {
 	case -1:
 		return 0
 	case 0:
-		maxWeight = p.WaitMaxWeight()
+		maxWeight = p.WaitMaxWeightFor(r)
 	}
 	if !d.BrowserAgrees || d.Lied() || d.Weight >= maxWeight || d.Action == policy.CHALLENGE && d.Challenge.Bits > challenge.WaitBits {
 		return 0
@@ -120,8 +140,9 @@ func challengeNeed(d *policy.Decision, wait time.Duration) challenge.Need {
 	return need
 }
 
-// policyRequest is what the policy sees of r.
-func (h *Handler) policyRequest(r *http.Request, st *reqState) policy.Request {
+// policyRequest is what the policy sees of r; passed: r carries a valid
+// pass cookie.
+func (h *Handler) policyRequest(r *http.Request, st *reqState, passed bool) policy.Request {
 	pr := policy.Request{
 		RemoteAddr: st.client,
 		Host:       r.Host,
@@ -154,6 +175,7 @@ func (h *Handler) policyRequest(r *http.Request, st *reqState) policy.Request {
 		pr.CrawlerVerified = h.env.verifier.Verify(ctx, r.UserAgent(), st.client)
 		cancel()
 	}
+	h.loadFacts(r, st, &pr, passed)
 	return pr
 }
 
@@ -162,4 +184,30 @@ func ruleReason(rule string) string {
 		return "policy"
 	}
 	return rule
+}
+
+// loadFacts fills what the policy knows of the site's load and the
+// client's cluster: the site's pressure and storm mode, its upstream's
+// parts, the system's load averages, and the cluster key (which, with a
+// valid pass, is also the pass's key for RATE by pass).
+func (h *Handler) loadFacts(r *http.Request, st *reqState, pr *policy.Request, passed bool) {
+	var pass string
+	if passed {
+		pass = passCookie(r)
+	}
+	var h2fp string
+	if st.http != nil {
+		h2fp = st.http.H2FP
+	}
+	st.cluster = clusterKey(pass, st.ja4, h2fp, st.geo.ASN, st.client)
+	pr.Cluster = st.cluster
+	if pass != "" {
+		pr.Pass = st.cluster
+	}
+	if st.site != nil && st.site.load != nil {
+		l := st.site.load.read(st.start)
+		st.pressure = l.pressure
+		pr.Pressure, pr.Storm, pr.Upstream = l.pressure, l.storm, upstreamLoad(l.stats)
+	}
+	pr.Load = h.loadAvg.read(st.start)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -36,6 +37,12 @@ const earlyPolicy = `bots:
 // set to refuse, logging fingerprints to the returned file.
 func startEarlyEdge(t *testing.T, refuse bool) (*testEdge, string) {
 	t.Helper()
+	return startEarlyEdgeWith(t, refuse, "")
+}
+
+// startEarlyEdgeWith is startEarlyEdge with more configuration (YAML).
+func startEarlyEdgeWith(t *testing.T, refuse bool, extra string) (*testEdge, string) {
+	t.Helper()
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(pol, []byte(earlyPolicy), 0o600); err != nil {
@@ -43,8 +50,8 @@ func startEarlyEdge(t *testing.T, refuse bool) (*testEdge, string) {
 	}
 	fp := filepath.Join(dir, "fp.jsonl")
 	up := echoUpstream(t, "a")
-	e := startEdge(t, fmt.Sprintf("log: {fingerprints: %s}\npolicy: %s\nlimits: {refuse_early: %v}\nsites: [{hosts: [localhost], upstream: %s}]\n",
-		fp, pol, refuse, up.URL))
+	e := startEdge(t, fmt.Sprintf("log: {fingerprints: %s}\npolicy: %s\nlimits: {refuse_early: %v}\nsites: [{hosts: [localhost], upstream: %s}]\n%s",
+		fp, pol, refuse, up.URL, extra))
 	return e, fp
 }
 
@@ -252,5 +259,88 @@ func TestRefuseEarlySites(t *testing.T) {
 				t.Errorf("refused early: %v (refusesEarly %v, denyConn %v), want %v", got, h.refusesEarly(), denied, tt.refuse)
 			}
 		})
+	}
+}
+
+// TestRefuseEarlyTrustedProxy: a connection from a trusted proxy is not
+// refused early, since its requests name their client (X-Forwarded-For):
+// curl through it gets the deny page.
+func TestRefuseEarlyTrustedProxy(t *testing.T) {
+	t.Parallel()
+	bin := testenv.NeedCommand(t, "curl")
+	e, fpFile := startEarlyEdgeWith(t, true, "trusted_proxies: [127.0.0.1/32]\n")
+	p := port(e.Addrs().HTTPS)
+	out, err := exec.Command(bin, "-sSk", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
+		"--resolve", "localhost:"+p+":127.0.0.1", "https://localhost:"+p+"/early/proxied").CombinedOutput()
+	if err != nil || string(out) != "403" {
+		t.Fatalf("curl: %v %s; want the deny page's 403", err, out)
+	}
+	if l := waitLine(t, fpFile, "/early/proxied"); l.str("action") != "DENY" {
+		t.Errorf("action %s; want DENY", l.str("action"))
+	}
+	if n := len(earlyLines(t, fpFile, isEarlyRefusal)); n != 0 {
+		t.Errorf("%d early_refusal lines; want none", n)
+	}
+}
+
+// TestDenyConnEdge: the Handler asks the policy with what policyRequest
+// gives it; ACME's TLS-ALPN-01 validation is never refused; refuse_early:
+// false, or a policy that cannot deny a connection, turns it all off.
+func TestDenyConnEdge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte(earlyPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	site := "sites: [{hosts: [localhost], upstream: 'http://127.0.0.1:1'}]\n"
+	h := newTestHandler(t, "policy: "+pol+"\n"+site)
+	peer := netip.MustParseAddr("192.0.2.1")
+	curl := &tlsfp.Fingerprint{JA4: "t13d3112h2_e8f1e7e78f70_6bebaf5329ac", SNI: "localhost", ALPN: "h2", Client: tlsfp.Client{Family: "curl"}}
+	acme := *curl
+	acme.ALPN = "acme-tls/1"
+	chrome := &tlsfp.Fingerprint{JA4: "t13d1516h2_8daaf6152771_02713d6af862", ALPN: "h2", Client: tlsfp.Client{Family: "chrome"}}
+	if !h.refusesEarly() {
+		t.Fatal("refusesEarly = false")
+	}
+	for _, tt := range []struct {
+		name string
+		fp   *tlsfp.Fingerprint
+		want bool
+	}{{"curl", curl, true}, {"acme", &acme, false}, {"chrome", chrome, false}} {
+		if _, got := h.denyConn(tt.fp, peer); got != tt.want {
+			t.Errorf("%s: denyConn = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+	if newTestHandler(t, "policy: "+pol+"\nlimits: {refuse_early: false}\n"+site).refusesEarly() {
+		t.Error("refuse_early: false, refusesEarly = true")
+	}
+	if newTestHandler(t, site).refusesEarly() {
+		t.Error("the default policy: refusesEarly = true")
+	}
+}
+
+// TestRefuseEarlyPlainHTTP: plain HTTP on the TLS port still gets its
+// redirect when the hello is read early (it is no hello: crypto/tls reads
+// the same bytes and the edge answers them as always).
+func TestRefuseEarlyPlainHTTP(t *testing.T) {
+	t.Parallel()
+	e, _ := startEarlyEdge(t, true)
+	c, err := net.Dial("tcp", e.Addrs().HTTPS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMovedPermanently || !strings.HasPrefix(res.Header.Get("Location"), "https://localhost") {
+		t.Errorf("status %d, Location %q; want 301 to https", res.StatusCode, res.Header.Get("Location"))
 	}
 }

@@ -43,8 +43,10 @@ type Handler struct {
 	proxy      *httputil.ReverseProxy
 	compressed http.Handler // answer, with responses compressed where they qualify
 	diverts    map[string]*diverter
-	prebufs    sync.Pool // *[]byte of prebufferBytes
-	own        []func()  // closes what NewHandler opened for a zero Env field
+	when       *policy.Condition // challenge.when; nil: always
+	loadAvg    loadAvg           // the system's load averages, for the policy
+	prebufs    sync.Pool         // *[]byte of prebufferBytes
+	own        []func()          // closes what NewHandler opened for a zero Env field
 }
 
 // NewHandler builds the Handler of cfg. What outlives a configuration comes
@@ -107,6 +109,13 @@ func (h *Handler) build() error {
 	if err := h.buildPolicies(); err != nil {
 		return err
 	}
+	if err := h.checkPressureUsers(); err != nil {
+		return err
+	}
+	if h.when, err = policy.CompileCondition(cfg.Challenge.When); err != nil {
+		return &config.Error{File: cfg.File, Key: "challenge.when", Err: err}
+	}
+	h.loadAvg.path = "/proc/loadavg"
 	h.bufs = upstream.NewBufferPool()
 	h.proxy = h.newReverseProxy(h.upstream, h.bufs)
 	cmp, err := compress.New(compress.Config{})
@@ -115,6 +124,7 @@ func (h *Handler) build() error {
 	}
 	h.compressed = cmp.Wrap(http.HandlerFunc(h.answer))
 	h.diverts = h.newDiverters()
+	env.metrics.sites.Store(h.sites) // the upstream gauges are this configuration's
 	return nil
 }
 
@@ -245,7 +255,8 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request) {
 		h.serveStatic(w, r, st)
 		return
 	}
-	st.up = upstream.Route{Pool: st.route.pool, Client: clientKey(st.client), OnCut: func() { h.cutSlowClient(st) }}
+	st.up = upstream.Route{Pool: st.route.pool, Client: clientKey(st.client), Cluster: st.cluster, Priority: st.priority,
+		OnCut: func() { h.cutSlowClient(st) }}
 	if upstream.Common(r, st.route.pool) {
 		h.proxyCommon(w, r, st)
 		return

@@ -2,6 +2,8 @@ package edge
 
 import (
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"github.com/maatproxy/maat/certs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +27,9 @@ type metrics struct {
 	diverted     *prometheus.CounterVec   // target: requests sent to a divert: target
 	refusedEarly *prometheus.CounterVec   // transport (tcp|quic): connections refused at the ClientHello
 	dryRun       *prometheus.CounterVec   // site, action: requests a site running dry forwarded, by the action they would have had
+	// sites reports the current Handler's sites' load at scrape time: the
+	// upstream gauges (site, upstream) and maat_storm (site).
+	sites atomic.Pointer[siteTable]
 }
 
 // newMetrics registers the series; certStatus, if not nil, reports the
@@ -70,7 +75,7 @@ func newMetrics(certStatus func() []certs.NameStatus) *metrics {
 	m.dryRun = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "maat_dry_run_total", Help: "Requests forwarded by a site in dry_run, by the action the policy would have taken.",
 	}, []string{"site", "action"})
-	m.reg.MustRegister(m.dryRun, m.refusedEarly, m.diverted, m.limited, m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
+	m.reg.MustRegister(m.loadCollector(), m.dryRun, m.refusedEarly, m.diverted, m.limited, m.requests, m.challenges, m.solve, m.upstream, m.upErrors, m.clientErrors, m.handshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectorFunc{desc: certExpiry, collect: func(ch chan<- prometheus.Metric) {
 			if certStatus == nil {
@@ -108,3 +113,59 @@ func (m *metrics) addGaugeFunc(name, help string, f func() float64) {
 func (m *metrics) addCounterFunc(name, help string, labels prometheus.Labels, f func() float64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f))
 }
+
+// loadCollector reports the upstream gauges of the current Handler's
+// sites (metrics.sites) at scrape time, from their last measurement. Their
+// labels are the configured site names and upstream addresses: bounded by
+// the configuration.
+func (m *metrics) loadCollector() prometheus.Collector {
+	site := []string{"site"}
+	up := []string{"site", "upstream"}
+	descs := [...]*prometheus.Desc{
+		prometheus.NewDesc("maat_upstream_pressure", "The upstream's pressure, 0 (idle) to 1 (saturated): docs/configuration.md, storm.", up, nil),
+		prometheus.NewDesc("maat_upstream_inuse", "Upstream connection slots in use.", up, nil),
+		prometheus.NewDesc("maat_upstream_queue", "Requests waiting in the edge's line for an upstream connection slot.", up, nil),
+		prometheus.NewDesc("maat_upstream_capacity", "Upstream connection slots (upstream_conns per address).", up, nil),
+		prometheus.NewDesc("maat_storm", "1 while the site is in storm mode (storm.on, storm.off, storm.hold).", site, nil),
+	}
+	return collectorsFunc{descs: descs[:], collect: func(ch chan<- prometheus.Metric) {
+		t := m.sites.Load()
+		if t == nil {
+			return
+		}
+		for _, s := range t.list {
+			l := s.load
+			if l == nil {
+				continue
+			}
+			l.read(time.Now()) // measured anew if the last is older than pressureEvery
+			l.mu.Lock()
+			for i, st := range l.stats {
+				name := l.names[i]
+				ch <- prometheus.MustNewConstMetric(descs[0], prometheus.GaugeValue, l.pressure[i], s.name, name)
+				ch <- prometheus.MustNewConstMetric(descs[1], prometheus.GaugeValue, float64(st.InUse), s.name, name)
+				ch <- prometheus.MustNewConstMetric(descs[2], prometheus.GaugeValue, float64(st.Queue), s.name, name)
+				ch <- prometheus.MustNewConstMetric(descs[3], prometheus.GaugeValue, float64(st.Capacity), s.name, name)
+			}
+			storm := 0.0
+			if l.storm.storm {
+				storm = 1
+			}
+			l.mu.Unlock()
+			ch <- prometheus.MustNewConstMetric(descs[4], prometheus.GaugeValue, storm, s.name)
+		}
+	}}
+}
+
+// collectorsFunc is a collector of several series computed at scrape time.
+type collectorsFunc struct {
+	descs   []*prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c collectorsFunc) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+func (c collectorsFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }

@@ -22,6 +22,8 @@ import (
 func upstreamOptions(cfg *config.Config) upstream.Options {
 	return upstream.Options{
 		Conns:          cfg.Limits.UpstreamConns,
+		AddrConns:      cfg.UpstreamConns(),
+		QueueLen:       cfg.Limits.UpstreamQueueLen,
 		Streams:        cfg.Limits.UpstreamStreams,
 		Queue:          cfg.Limits.UpstreamQueue.D(),
 		ConnectTimeout: cfg.Timeouts.UpstreamDial.D(),
@@ -209,6 +211,9 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	switch {
 	case errors.Is(err, upstream.ErrQueueFull):
 		status, reason = http.StatusServiceUnavailable, reasonUpstreamBusy
+		w.Header().Set("Retry-After", "5")
+	case errors.Is(err, upstream.ErrQueueShare):
+		status, reason = http.StatusServiceUnavailable, reasonUpstreamQueueShare
 		w.Header().Set("Retry-After", "5")
 	case errors.Is(err, upstream.ErrStreamsFull):
 		status, reason = http.StatusServiceUnavailable, reasonUpstreamStreams

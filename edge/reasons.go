@@ -34,10 +34,14 @@ const (
 	reasonBadRequestBody = "bad_request_body" // 400: a body that does not decode (chunking)
 	reasonClientGone     = "client_gone"      // 499: the client left before the answer
 
+	// Not an error: the policy's challenge, let through by challenge.when.
+	reasonChallengeCalm = "challenge_off_calm" // ALLOW: challenge.when is false (the site is calm)
+
 	reasonUpstreamError       = "upstream_error"       // 502
 	reasonUpstreamUnreachable = "upstream_unreachable" // 502: no connection
 	reasonUpstreamBusy        = "upstream_busy"        // 503: no connection slot within the queue time
 	reasonUpstreamStreams     = "upstream_streams"     // 503: no stream slot
+	reasonUpstreamQueueShare  = "upstream_queue_share" // 503: the client cluster's share of the line is full
 	reasonUpstreamTimeout     = "upstream_timeout"     // 504
 )
 
@@ -63,10 +67,13 @@ var reasonTexts = map[string]string{
 	reasonBadRequestBody: "The request's body could not be read: it is not encoded correctly.",
 	reasonClientGone:     "The client went away before the answer.",
 
+	reasonChallengeCalm: "The request was let through without a challenge: the site is calm.",
+
 	reasonUpstreamError:       "The site's server failed to answer.",
 	reasonUpstreamUnreachable: "The site's server cannot be reached.",
 	reasonUpstreamBusy:        "The site's server is busy.",
 	reasonUpstreamStreams:     "The site's server is busy.",
+	reasonUpstreamQueueShare:  "The site's server is busy, and many requests like yours are waiting for it.",
 	reasonUpstreamTimeout:     "The site's server took too long to answer.",
 }
 

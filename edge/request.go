@@ -32,6 +32,9 @@ type reqState struct {
 	tls         *tlsfp.Fingerprint
 	http        *httpfp.Fingerprint
 	ja4         string
+	cluster     string  // the client's cluster (clusterKey), for the upstream's line and the log
+	pressure    float64 // the site's pressure when the policy judged the request
+	priority    bool    // first in the upstream's line: a pass holder, a crawler the policy allows
 	weight      int
 	action      string
 	dryRun      bool   // the site runs dry: action is what the policy would have done (dryRun)
@@ -226,6 +229,8 @@ func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
 		Proto:     r.Proto,
 		JA4:       st.ja4,
 		UserAgent: r.UserAgent(),
+		Cluster:   st.cluster,
+		Pressure:  st.pressure,
 		Weight:    st.weight,
 		Rules:     st.rules,
 		Action:    st.action,

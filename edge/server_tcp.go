@@ -105,12 +105,15 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 		}
 		c = &countedConn{Conn: c, release: func() { s.conns1.release(peer) }}
 	}
-	if s.refuseTCP(c, peer) { // limits.refuse_early (early.go)
+	// One deadline for the hello read early (limits.refuse_early, early.go)
+	// and the handshake.
+	deadline := time.Now().Add(s.base.Timeouts.Handshake.D())
+	if s.refuseTCP(c, peer) {
 		return nil
 	}
 	rc := &recordingConn{Conn: c}
 	tc := tls.Server(rc, s.tlsConf)
-	ctx, cancel := context.WithTimeout(s.hsCtx, s.base.Timeouts.Handshake.D())
+	ctx, cancel := context.WithDeadline(s.hsCtx, deadline)
 	err := tc.HandshakeContext(ctx) // closes the connection when ctx ends
 	cancel()
 	first := rc.stop()

@@ -33,6 +33,7 @@ type site struct {
 	maintenance bool
 	compress    bool
 	access      *fplog.AccessWriter // nil: no access log
+	load        *siteLoad           // the pressure of its upstreams; nil: static files only
 	policy      *sitePolicy         // nil: the global policy (Handler.policyFor)
 	dryRun      bool                // forward whatever the policy decides (dry_run)
 }
@@ -84,6 +85,7 @@ func newSiteTable(cfg *config.Config, access func(*config.Config, *config.Access
 			return nil, err
 		}
 		s.routes = append(s.routes, def)
+		s.load = newSiteLoadOf(cfg, &cfg.Sites[i], s.routes)
 		for _, h := range sc.Hosts {
 			if n, wild := hostKey(h); wild {
 				t.wildcard[n] = s
@@ -217,4 +219,38 @@ func newBasicAuth(a *config.BasicAuth) *basicauth.Auth {
 		return nil
 	}
 	return basicauth.New(a.Realm, a.Users)
+}
+
+// newSiteLoadOf measures the pressure of the site's routes that send to
+// an upstream; nil for a site of static files only.
+func newSiteLoadOf(cfg *config.Config, sc *config.Site, routes []*route) *siteLoad {
+	var pools []*upstream.Pool
+	var names []string
+	add := func(rt *route, us config.Upstreams) {
+		if rt.static != nil || len(us) == 0 || us[0] == nil {
+			return
+		}
+		hosts := make([]string, 0, len(us))
+		for _, u := range us {
+			hosts = append(hosts, u.Host)
+		}
+		pools = append(pools, rt.pool)
+		names = append(names, strings.Join(hosts, ","))
+	}
+	for _, rt := range routes {
+		if rt.prefix == "" {
+			add(rt, sc.Upstream)
+			continue
+		}
+		for j := range sc.Routes {
+			if r := &sc.Routes[j]; r.Path == rt.prefix {
+				add(rt, r.Upstream)
+				break
+			}
+		}
+	}
+	if len(pools) == 0 {
+		return nil
+	}
+	return newSiteLoad(pools, names, cfg)
 }

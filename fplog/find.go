@@ -93,9 +93,7 @@ func Find(ctx context.Context, files []string, id string) (Found, error) {
 		ok, err := f.findIn(name, id)
 		if errors.Is(err, fs.ErrNotExist) && !strings.HasSuffix(name, ".gz") {
 			// Compressed since it was listed: name.gz is the same file.
-			if ok, err = f.findIn(name+".gz", id); err == nil {
-				name += ".gz"
-			}
+			ok, err = f.findIn(name+".gz", id)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			f.Missing++

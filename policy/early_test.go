@@ -68,6 +68,10 @@ func requestShapes(c *ConnInfo) []*Request {
 					if v.h2fp == h2fpGo {
 						r.H2Family = "go"
 					}
+					if cv != CrawlerVerified { // the site's state, not the client's
+						r.Storm, r.Pressure = cv == CrawlerFailed, 0.9
+						r.Upstream = UpstreamLoad{InUse: 8, Capacity: 8, Queue: 20}
+					}
 					out = append(out, r)
 				}
 			}
@@ -145,6 +149,9 @@ func TestDenyConn(t *testing.T) {
 		{"a CEL threshold", noop + "thresholds: [{name: even, expression: weight % 2 == 0, action: DENY}]", connChrome, false},
 		{"a CEL threshold, a conn rule first", "bots: [{name: f, client_family: [chrome], action: DENY}]\nthresholds: [{name: even, expression: weight % 2 == 0, action: DENY}]", connChrome, true},
 		{"allowed otherwise", `bots: [{name: f, client_family: [curl], action: DENY}]` + allowRest, connPython, false},
+		{"a storm threshold before", "bots: [{name: w, client_family: [python], action: WEIGH, weight: {adjust: 60}}]\nthresholds:\n- {name: s, expression: storm, action: CHALLENGE, challenge: {algorithm: fast, difficulty: 1}}\n- {name: d, expression: 'true', action: DENY}", connPython, false},
+		{"deny in a storm and out of it", "bots: [{name: w, client_family: [python], action: WEIGH, weight: {adjust: 60}}]\nthresholds:\n- {name: s, expression: storm && weight >= 50, action: DENY}\n- {name: c, expression: weight >= 50, action: DENY}", connPython, true},
+		{"a pressure threshold", "bots: [{name: w, client_family: [python], action: WEIGH, weight: {adjust: 60}}]\nthresholds:\n- {name: s, expression: pressure > 0.5, action: CHALLENGE, challenge: {algorithm: fast, difficulty: 1}}\n- {name: d, expression: 'true', action: DENY}", connPython, false},
 		{"quic chrome", `bots: [{name: q, ja4: ["q13*"], action: DENY}]`, connChromeQUIC, true},
 	}
 	for _, tt := range tests {
@@ -247,6 +254,7 @@ var (
 		"\nsignals: {ua_tls_mismatch: 30, browser_headers_missing: 10}\nthresholds:\n- {name: ok, expression: weight < 20, action: ALLOW}\n- {name: deny, expression: weight >= 20, action: DENY}",
 		"\nthresholds:\n- {name: d, expression: weight < 30, action: DENY}\n- {name: a, expression: 'true', action: CHALLENGE, challenge: {algorithm: fast, difficulty: 1}}",
 		"\nthresholds:\n- {name: a, expression: weight >= 5 && weight <= 8, action: ALLOW}\n- {name: d, expression: 'true', action: DENY}",
+		"\nthresholds:\n- {name: s, expression: storm && weight < 40, action: CHALLENGE, challenge: {algorithm: fast, difficulty: 1}}\n- {name: d, expression: 'true', action: DENY}",
 		"\nsignals: {verified_crawler: -40, hosting_asn: off}\nthresholds: [{name: d, expression: weight > -100, action: DENY}]",
 	}
 )

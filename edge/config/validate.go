@@ -20,6 +20,7 @@ import (
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/fplog"
 	"github.com/maatproxy/maat/geo"
+	"github.com/maatproxy/maat/policy"
 	"github.com/maatproxy/maat/static"
 	"github.com/maatproxy/maat/urlpath"
 )
@@ -242,6 +243,54 @@ func (c *Config) validateChallenge(p *problems) {
 	if d := c.Challenge.Wait.Duration.D(); d < time.Second || d > challenge.MaxWait/2 {
 		p.add("challenge.wait.duration", "want 1s to %v, got %v", challenge.MaxWait/2, d)
 	}
+	when, err := policy.CompileCondition(c.Challenge.When)
+	p.leaf("challenge.when", err)
+	if when.UsesPressure() {
+		for _, s := range c.StaticOnly() {
+			p.add("challenge.when", "%q reads the upstream's pressure (pressure, storm or upstream), but %s has no upstream (static files only) whose pressure could be measured: give it an upstream, or challenge by another condition", c.Challenge.When, s)
+		}
+	}
+}
+
+// StaticOnly names the sites ("sites[1] (static.example)") that have no
+// upstream, neither their own nor a route's: static files only. Their
+// pressure is never measured.
+func (c *Config) StaticOnly() []string {
+	var out []string
+	for _, i := range c.StaticOnlyIndexes() {
+		s := &c.Sites[i]
+		name := "*"
+		if len(s.Hosts) > 0 {
+			name = s.Hosts[0]
+		}
+		out = append(out, fmt.Sprintf("sites[%d] (%s)", i, name))
+	}
+	return out
+}
+
+// StaticOnlyIndexes are the indexes in sites of those StaticOnly names.
+func (c *Config) StaticOnlyIndexes() []int {
+	var out []int
+	for i := range c.Sites {
+		if !c.Sites[i].hasUpstream() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// hasUpstream reports whether the site, or one of its routes, sends
+// requests to an upstream.
+func (s *Site) hasUpstream() bool {
+	if len(s.Upstream) > 0 && s.Upstream[0] != nil {
+		return true
+	}
+	for j := range s.Routes {
+		if r := &s.Routes[j]; len(r.Upstream) > 0 && r.Upstream[0] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Config) validateDivert(p *problems) {

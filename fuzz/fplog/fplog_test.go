@@ -30,6 +30,11 @@ var seedLines = []string{
 	`{"time":"9999-12-31T23:59:59.999-01:00"}`,
 	`{"duration_ms":-0.0004,"weight":9223372036854775807,"bytes":-1}`,
 	`{"rules":[],"challenge":null,"TIME":"2026-12-03T10:32:08Z"}`,
+	`{"cluster":"3f9a1c0d5e7b2a64","pressure":0.625,"weight":0,"action":"PASS"}`,
+	`{"pressure":0.994999}`,
+	`{"pressure":-0}`,
+	`{"pressure":1.5}`,
+	`{"pressure":1e-9,"cluster":""}`,
 	`{"a":1`,
 	`garbage`,
 }

@@ -179,3 +179,15 @@ func BenchmarkRecordParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRecordKnown: every key is tracked already (a calm site).
+func BenchmarkRecordKnown(b *testing.B) {
+	r := NewRecorder()
+	reqs := benchRequests(32)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		r.Record(&reqs[i%len(reqs)])
+		i++
+	}
+}
