@@ -3,11 +3,14 @@ GO      ?= go
 PKGS    ?= ./...
 # Debian packages the tests drive for real: command → package.
 SYSDEPS := chromium:chromium redis-server:redis-server gnutls-cli:gnutls-bin curl:curl openssl:openssl haproxy:haproxy nginx:nginx \
-           wget:wget python3:python3 npm:npm node:nodejs \
+           wget:wget python3:python3 npm:npm node:nodejs java:default-jdk-headless git:git \
            dpkg-deb:dpkg systemd-analyze:systemd man:man-db shellcheck:shellcheck \
            zsh:zsh fish:fish update-ca-certificates:ca-certificates script:bsdutils firefox-esr:firefox-esr
 # Packages without a command: fonts for the screenshots of the challenge page.
-SYSPKGS := fonts-noto-cjk
+# python3-requests: the known-client tables' python-requests capture
+# (internal/testcapture); java is the JDK's because its source launcher
+# (java Get.java) needs jdk.compiler, which a JRE lacks.
+SYSPKGS := fonts-noto-cjk python3-requests
 
 .PHONY: image demo test deps check unit conformance test-next-go fuzz bench bench-peers attack storm storm-anubis build deb clean anubis-data
 

@@ -37,7 +37,7 @@ func TestClientGoneNoAnswer(t *testing.T) {
 			}
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-			if _, err := io.WriteString(c, "GET /gone HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n"); err != nil {
+			if _, err := io.WriteString(c, "GET /gone HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n"); err != nil {
 				t.Fatal(err)
 			}
 			if err := c.CloseWrite(); err != nil {

@@ -255,7 +255,7 @@ func BenchmarkHandlerAllow(b *testing.B) {
 	}
 	defer h.Close()
 	in, err := http.ReadRequest(bufio.NewReader(strings.NewReader("GET /wiki/Main_Page?action=view HTTP/1.1\r\nHost: localhost\r\n" +
-		"User-Agent: curl/8.5.0\r\nAccept: */*\r\nAccept-Encoding: gzip\r\n\r\n")))
+		"User-Agent: Go-http-client/1.1\r\nAccept: */*\r\nAccept-Encoding: gzip\r\n\r\n")))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -66,12 +66,12 @@ func confExchanges() []*confExchange {
 		{name: "SSE", h1: h1SSE, hx: hxSSE},
 		{name: "websocket", protos: "h1", h1: h1Websocket},
 		{name: "client reset mid-body", h1: h1ClientReset, hx: hxClientReset},
-		{name: "CL+TE", protos: "h1", h1: h1Status("POST /echo HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+		{name: "CL+TE", protos: "h1", h1: h1Status("POST /echo HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n"+
 			"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true),
 			want: "HTTP/1.1 400\nthen the connection closed\n"},
 		{name: "upstream header timeout", h1: h1Timeout, hx: hxTimeout,
 			want: "{proto} 504\nthe upstream saw the request 1 time(s)\n"},
-		{name: "TRACE", h1: h1Status("TRACE /x HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n", false),
+		{name: "TRACE", h1: h1Status("TRACE /x HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n", false),
 			hx: hxStatus(confReq{method: "TRACE", path: "/x"}), want: "{proto} 405\n"},
 	}
 }
@@ -99,7 +99,7 @@ func h1Status(raw string, closed bool) func(*confRun, *tls.Conn, *strings.Builde
 // upstream header timeout (confHeaderTimeout): a 504, and the request,
 // which the upstream may have acted on, is not sent again.
 func h1Timeout(x *confRun, c *tls.Conn, out *strings.Builder) {
-	h1Status("GET /count/{id}/"+(2*confHeaderTimeout).String()+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n", false)(x, c, out)
+	h1Status("GET /count/{id}/"+(2*confHeaderTimeout).String()+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n", false)(x, c, out)
 	fmt.Fprintf(out, "the upstream saw the request %d time(s)\n", x.up.hitCount(x.id))
 }
 
@@ -177,7 +177,7 @@ func confEvents(x *confRun, res *http.Response, out *strings.Builder) {
 // messages echoed, with a pause past the time to park between them.
 func h1Websocket(x *confRun, c *tls.Conn, out *strings.Builder) {
 	wcfg, _ := websocket.NewConfig("wss://localhost/ws", "https://localhost/")
-	wcfg.Header = http.Header{"User-Agent": {"curl/8.5.0"}}
+	wcfg.Header = http.Header{"User-Agent": {"Go-http-client/1.1"}}
 	ws, err := websocket.NewClient(wcfg, c)
 	if err != nil {
 		fmt.Fprintf(out, "websocket handshake: %v\n", err)

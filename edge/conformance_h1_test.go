@@ -47,7 +47,7 @@ func confAnswer(r confReq, out *strings.Builder, write func(*strings.Builder) bo
 func (r confReq) head(x *confRun) string {
 	var b strings.Builder
 	b.WriteString(r.lead)
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n", r.method, x.path(r.path))
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n", r.method, x.path(r.path))
 	for _, h := range r.header {
 		b.WriteString(h + "\r\n")
 	}

@@ -71,7 +71,7 @@ func (x *confRun) newRequest(ctx context.Context, r confReq) *http.Request {
 	if r.sum != "" {
 		req.Trailer = http.Header{"X-Sum": {r.sum}} // sent after the body
 	}
-	req.Header.Set("User-Agent", "curl/8.5.0")
+	req.Header.Set("User-Agent", "Go-http-client/1.1")
 	for _, h := range r.header {
 		k, v, _ := strings.Cut(h, ": ")
 		req.Header.Add(k, v)

@@ -108,7 +108,7 @@ func TestDivertToTarpit(t *testing.T) {
 	if v := counterValue(h.env.metrics.diverted.WithLabelValues("tarpit")); v < 1 {
 		t.Errorf("diverted counted %v times", v)
 	}
-	if res, body := get(t, c, handlerURL("/honest"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 || body != "the site" {
+	if res, body := get(t, c, handlerURL("/honest"), "User-Agent", "Go-http-client/1.1"); res.StatusCode != 200 || body != "the site" {
 		t.Errorf("honest request: %d %q", res.StatusCode, body)
 	}
 	if siteSawBot.Load() {
@@ -192,7 +192,7 @@ func TestDivertFloodBounded(t *testing.T) {
 	}
 	// Honest requests while it does.
 	for range 10 {
-		if res, body := get(t, c, e.url("/honest"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 || body != "the site" {
+		if res, body := get(t, c, e.url("/honest"), "User-Agent", "Go-http-client/1.1"); res.StatusCode != 200 || body != "the site" {
 			t.Errorf("honest request during the flood: %d %q", res.StatusCode, body)
 		}
 	}
@@ -377,7 +377,7 @@ func TestDivertOwnPool(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the holding request did not reach the site")
 	}
-	if res, body := get(t, c, handlerURL("/other"), "User-Agent", "curl/8.5.0"); res.StatusCode != 503 {
+	if res, body := get(t, c, handlerURL("/other"), "User-Agent", "Go-http-client/1.1"); res.StatusCode != 503 {
 		t.Errorf("the site's only connection is busy, yet another request got %d %q", res.StatusCode, body)
 	}
 	for i := range 3 {

@@ -21,7 +21,7 @@ func clientSite(up string) string {
 	return "policy: \"\"\nsites: [{hosts: [localhost], compress: false, upstream: " + up + "}]\n"
 }
 
-const getReq = "GET /%d HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n"
+const getReq = "GET /%d HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n"
 
 // TestCommonExchangeHopHeaders: the fields an upstream's answer names in
 // its Connection field, and the hop-by-hop ones, do not reach the client
@@ -62,7 +62,7 @@ func TestClientCarriesHTTP2Requests(t *testing.T) {
 		}
 		var got []int
 		if proto == "h2" {
-			res, _ := get(t, e.client(t, "h2"), e.url("/"), "User-Agent", "curl/8.5.0")
+			res, _ := get(t, e.client(t, "h2"), e.url("/"), "User-Agent", "Go-http-client/2.0")
 			got = append(got, res.StatusCode)
 		} else {
 			_, _ = io.WriteString(c, fmt.Sprintf(getReq, 1))

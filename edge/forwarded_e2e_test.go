@@ -41,7 +41,7 @@ func TestForwardedForThroughTrustedProxy(t *testing.T) {
 				{"1.2.3.4:5678:9", ""},
 			} {
 				before := seen.Load()
-				res, body := get(t, c, e.url("/who"), "User-Agent", "curl/8.5.0", "X-Forwarded-For", tt.xff)
+				res, body := get(t, c, e.url("/who"), "User-Agent", "Go-http-client/1.1", "X-Forwarded-For", tt.xff)
 				if tt.want == "" {
 					if res.StatusCode != http.StatusBadRequest || seen.Load() != before {
 						t.Errorf("X-Forwarded-For %q: %d, upstream reached %t; want 400, not reached", tt.xff, res.StatusCode, seen.Load() != before)

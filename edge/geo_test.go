@@ -78,7 +78,7 @@ func TestGeo(t *testing.T) {
 		path   string
 		status int
 	}{{"/asn", 403}, {"/country", 403}, {"/cel", 200}, {"/ok", 200}} {
-		if res, _ := get(t, c, handlerURL(tt.path), "User-Agent", "curl/8.5.0"); res.StatusCode != tt.status {
+		if res, _ := get(t, c, handlerURL(tt.path), "User-Agent", "Go-http-client/1.1"); res.StatusCode != tt.status {
 			t.Errorf("%s: %d, want %d", tt.path, res.StatusCode, tt.status)
 		}
 	}
@@ -98,7 +98,7 @@ func TestGeo(t *testing.T) {
 	if err := h.env.Geo.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := get(t, c, handlerURL("/cel"), "User-Agent", "curl/8.5.0"); res.StatusCode != 403 {
+	if res, _ := get(t, c, handlerURL("/cel"), "User-Agent", "Go-http-client/1.1"); res.StatusCode != 403 {
 		t.Errorf("after the replacement: %d, want 403 from the CEL rule", res.StatusCode)
 	}
 	// A corrupt replacement keeps the database loaded before.
@@ -111,7 +111,7 @@ func TestGeo(t *testing.T) {
 	if err := h.env.Geo.Reload(); err == nil { // what SIGHUP does
 		t.Error("a corrupt database reloaded without an error")
 	}
-	if res, _ := get(t, c, handlerURL("/cel"), "User-Agent", "curl/8.5.0"); res.StatusCode != 403 {
+	if res, _ := get(t, c, handlerURL("/cel"), "User-Agent", "Go-http-client/1.1"); res.StatusCode != 403 {
 		t.Errorf("after a corrupt replacement: %d, want the last good database to decide (403)", res.StatusCode)
 	}
 }
@@ -159,7 +159,7 @@ func TestGeoReloadThroughServer(t *testing.T) {
 			e := startEdgeHooks(t, cfg, testHooks{geoCheckInterval: tt.interval}, &logs)
 			c := e.client(t, "h2")
 			status := func(path string) int {
-				res, _ := get(t, c, e.url(path), "User-Agent", "curl/8.5.0")
+				res, _ := get(t, c, e.url(path), "User-Agent", "Go-http-client/1.1")
 				return res.StatusCode
 			}
 			if a, b := status("/asn"), status("/country"); a != 200 || b != 200 {
@@ -187,7 +187,7 @@ func TestGeoReloadThroughServer(t *testing.T) {
 					}
 				}
 			}
-			get(t, c, e.url("/after"), "User-Agent", "curl/8.5.0")
+			get(t, c, e.url("/after"), "User-Agent", "Go-http-client/1.1")
 			if l := waitLine(t, fp, "/after"); l["asn"] != float64(64501) || l.str("as_org") != "Other Net" || l.str("country") != "FR" {
 				t.Errorf("logged asn %v as_org %q country %q, want 64501 Other Net FR", l["asn"], l.str("as_org"), l.str("country"))
 			}

@@ -60,7 +60,7 @@ func headerTableSizeClient(t *testing.T, conn *tls.Conn, n int, big string) {
 		}
 		hb.Reset()
 		for _, f := range [][2]string{{":method", "GET"}, {":authority", "localhost"}, {":scheme", "https"},
-			{":path", fmt.Sprintf("/r/%d", i)}, {"user-agent", "curl/8.5.0"}} {
+			{":path", fmt.Sprintf("/r/%d", i)}, {"user-agent", "Go-http-client/2.0"}} {
 			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 		}
 		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {

@@ -89,7 +89,7 @@ func getThrough(t *testing.T, front, local string, roots *x509.CertPool, path st
 	raw.SetDeadline(time.Now().Add(20 * time.Second))
 	rec := testclient.NewRecorder(raw, 1<<17)
 	c := tls.Client(rec, &tls.Config{RootCAs: roots, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
-	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nConnection: close\r\n\r\n"); err != nil {
 		t.Fatalf("%s through HAProxy: %v", path, err)
 	}
 	res, err := http.ReadResponse(bufioReader(c), nil)

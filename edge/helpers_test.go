@@ -387,7 +387,7 @@ func (h *h2Client) headers(id uint32, method, path string, endStream bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.buf.Reset()
-	for _, f := range [][2]string{{":method", method}, {":scheme", "https"}, {":authority", "localhost"}, {":path", path}, {"user-agent", "curl/8.5.0"}} {
+	for _, f := range [][2]string{{":method", method}, {":scheme", "https"}, {":authority", "localhost"}, {":path", path}, {"user-agent", "Go-http-client/2.0"}} {
 		_ = h.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	_ = h.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.buf.Bytes(), EndStream: endStream, EndHeaders: true})

@@ -59,7 +59,7 @@ func TestPolicySeesNormalizedPath(t *testing.T) {
 	encoded := map[string]string{"secret": "%73ecret", "public": "%70ublic"}
 	send := map[string]func(t *testing.T, path string) (int, string, string){
 		"h1": func(t *testing.T, path string) (int, string, string) {
-			res, body := rawTLSExchange(t, e, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n")
+			res, body := rawTLSExchange(t, e, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nConnection: close\r\n\r\n")
 			return res.StatusCode, res.Header.Get("Maat-Mitigated"), body
 		},
 		"h2": func(t *testing.T, path string) (int, string, string) {
@@ -121,7 +121,7 @@ sites:
 			pool := e.Handler().sites.lookup("localhost").routes[0].pool // the dead address first
 			c := e.client(t, proto)
 			for i := range 2 { // the first meets the dead address; the second goes straight on
-				res, _ := get(t, c, e.url("/x?q=1"), "User-Agent", "curl/8.5.0", "X-Forwarded-For", "203.0.113.9")
+				res, _ := get(t, c, e.url("/x?q=1"), "User-Agent", "Go-http-client/1.1", "X-Forwarded-For", "203.0.113.9")
 				if res.StatusCode != http.StatusOK {
 					t.Fatalf("request %d: %d", i, res.StatusCode)
 				}
@@ -197,7 +197,7 @@ func TestHTTP2ResetIsTheClients(t *testing.T) {
 		t.Errorf("a reset stream: logged status %v, want 499", l["status"])
 	}
 
-	res, _ := rawTLSExchange(t, e, "POST /hex-chunk HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+	res, _ := rawTLSExchange(t, e, "POST /hex-chunk HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n"+
 		"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n")
 	if res.StatusCode != http.StatusBadRequest {
 		t.Errorf("chunk size 0x5: %d, want 400", res.StatusCode)
@@ -388,7 +388,7 @@ func TestContinuationFloodThroughEdge(t *testing.T) {
 	t.Parallel()
 	up := newRawUpstream(t)
 	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
-	req := []string{":method: GET", ":scheme: https", ":authority: localhost", ":path: /flood", "user-agent: curl/8.5.0"}
+	req := []string{":method: GET", ":scheme: https", ":authority: localhost", ":path: /flood", "user-agent: Go-http-client/2.0"}
 
 	flood := rawH2(t, e, false, func(fr *http2.Framer, enc func(...string) []byte) {
 		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: enc(req...), EndStream: true})
@@ -405,7 +405,7 @@ func TestContinuationFloodThroughEdge(t *testing.T) {
 
 	big := strings.Repeat("b", 30<<10)
 	legit := rawH2(t, e, true, func(fr *http2.Framer, enc func(...string) []byte) {
-		b := enc(append(req[:3:3], ":path: /big", "user-agent: curl/8.5.0", "x-big: "+big)...)
+		b := enc(append(req[:3:3], ":path: /big", "user-agent: Go-http-client/2.0", "x-big: "+big)...)
 		size := len(b)/100 + 1
 		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:size], EndStream: true})
 		for rest := b[size:]; len(rest) > 0; {
@@ -466,7 +466,7 @@ func rawTLSSession(t *testing.T, e *testEdge, raw string) []*http.Response {
 
 // probe is a request sent after the one under test in the same write: if
 // the edge kept the connection, it answers it.
-const probe = "GET /probe HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n"
+const probe = "GET /probe HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nConnection: close\r\n\r\n"
 
 // TestAmbiguousLengthThroughEdge: an HTTP/1.1 request whose body length
 // Transfer-Encoding and Content-Length both tell, in any spelling, or
@@ -490,7 +490,7 @@ func TestAmbiguousLengthThroughEdge(t *testing.T) {
 func testAmbiguousLength(t *testing.T, park string) {
 	up := newRawUpstream(t)
 	e := startEdge(t, park+"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
-	const head = "Host: localhost\r\nUser-Agent: curl/8.5.0\r\n"
+	const head = "Host: localhost\r\nUser-Agent: Go-http-client/1.1\r\n"
 	const body = "0\r\n\r\n" // chunked, and 5 bytes
 	tests := []struct {
 		name   string
@@ -578,7 +578,7 @@ func TestRefusedMethodsThroughEdge(t *testing.T) {
 func testRefusedMethods(t *testing.T, park string) {
 	up := newRawUpstream(t)
 	e := startEdge(t, park+"sites: [{hosts: [localhost], upstream: "+up.URL+", compress: false}]\n")
-	const head = "Host: localhost\r\nUser-Agent: curl/8.5.0\r\n"
+	const head = "Host: localhost\r\nUser-Agent: Go-http-client/1.1\r\n"
 	check := func(t *testing.T, what string, res *http.Response) {
 		t.Helper()
 		if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != allowedMethods {
@@ -588,7 +588,7 @@ func testRefusedMethods(t *testing.T, park string) {
 	for _, raw := range []string{
 		"TRACE /trace HTTP/1.1\r\n" + head + "Max-Forwards: 0\r\n\r\n",
 		"TRACK /track HTTP/1.1\r\n" + head + "\r\n",
-		"CONNECT localhost:443 HTTP/1.1\r\nHost: localhost:443\r\nUser-Agent: curl/8.5.0\r\n\r\n",
+		"CONNECT localhost:443 HTTP/1.1\r\nHost: localhost:443\r\nUser-Agent: Go-http-client/1.1\r\n\r\n",
 	} {
 		res := rawTLSSession(t, e, raw+probe)
 		if len(res) != 1 {

@@ -53,11 +53,11 @@ func TestBasicAuthCannotBeWalkedAround(t *testing.T) {
 		"/x/%2e%2e/admin/secret",
 	} {
 		t.Run(p, func(t *testing.T) { // not parallel: the counts below follow
-			w := serveRaw(t, h, "GET "+p+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+			w := serveRaw(t, h, "GET "+p+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n")
 			if w.Code != http.StatusUnauthorized {
 				t.Fatalf("without a password: %d %q, want 401", w.Code, w.Body)
 			}
-			w = serveRaw(t, h, "GET "+p+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nAuthorization: Basic YWxpY2U6cHc=\r\n\r\n")
+			w = serveRaw(t, h, "GET "+p+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nAuthorization: Basic YWxpY2U6cHc=\r\n\r\n")
 			if w.Code != http.StatusOK {
 				t.Fatalf("with the password: %d %q", w.Code, w.Body)
 			}
@@ -117,7 +117,7 @@ func TestRedirectsStayOnSite(t *testing.T) {
 	} {
 		t.Run(tt.path, func(t *testing.T) {
 			t.Parallel()
-			w := serveRaw(t, h, "GET "+tt.path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+			w := serveRaw(t, h, "GET "+tt.path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n")
 			loc := w.Header().Get("Location")
 			if tt.want == "" {
 				if w.Code/100 == 3 {
@@ -161,7 +161,7 @@ func TestOnlyWebsocketUpgrades(t *testing.T) {
 	t.Parallel()
 	up := newRawUpstream(t)
 	h := newTestHandler(t, hygieneSite(up.URL))
-	w := serveRaw(t, h, "GET /x HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+	w := serveRaw(t, h, "GET /x HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n"+
 		"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
 	if w.Code != http.StatusOK || w.Body.String() != "ok" {
 		t.Fatalf("%d %q, want the upstream's plain 200", w.Code, w.Body)
@@ -190,7 +190,7 @@ func TestLookalikeHeadersRemoved(t *testing.T) {
 	t.Parallel()
 	up := newRawUpstream(t)
 	h := newTestHandler(t, hygieneSite(up.URL))
-	w := serveRaw(t, h, "GET /x HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+	w := serveRaw(t, h, "GET /x HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n"+
 		"X_Maat_Action: ALLOW\r\nX-Maat_weight: -100\r\nX_Real_IP: 1.2.3.4\r\nX_Forwarded_For: 1.2.3.4\r\n"+
 		"x_forwarded_proto: http\r\nX-Maat-JA4: forged\r\nForwarded: for=1.2.3.4\r\nX-Forwarded-Prefix: /evil\r\n"+
 		"X_Custom_Header: kept\r\n\r\n")
@@ -231,7 +231,7 @@ sites:
     headers: { request: { add: { X-Added: one } } }
 `, dead, up.URL))
 	for i := range 3 { // the first request meets the dead address first
-		w := serveRaw(t, h, "GET /x?q=1 HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n")
+		w := serveRaw(t, h, "GET /x?q=1 HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n")
 		if w.Code != http.StatusOK {
 			t.Fatalf("request %d: %d %q", i, w.Code, w.Body)
 		}
@@ -306,7 +306,7 @@ func TestHygieneOverProtocols(t *testing.T) {
 	t.Run("h1", func(t *testing.T) {
 		for _, p := range hygieneAttacks() {
 			w := httptest.NewRecorder()
-			h.ServeHTTP(w, tlsRequest(t, "GET "+p.path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+			h.ServeHTTP(w, tlsRequest(t, "GET "+p.path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n"+
 				"Connection: Upgrade, close\r\nUpgrade: h2c\r\nX_Maat_Action: ALLOW\r\n\r\n"))
 			if w.Code != p.status {
 				t.Errorf("%s: %d, want %d", p.path, w.Code, p.status)
@@ -331,7 +331,7 @@ func hygieneOverClient(t *testing.T, c *http.Client, base string) {
 		req.URL.Path, _ = url.PathUnescape(p.path)
 		req.URL.RawPath = p.path // sent as is
 		req.Host = "localhost"
-		req.Header.Set("User-Agent", "curl/8.5.0")
+		req.Header.Set("User-Agent", "Go-http-client/1.1")
 		req.Header.Set("X_Maat_Action", "ALLOW")
 		res, err := c.Do(req)
 		if err != nil {
@@ -386,7 +386,7 @@ func TestClientErrorsAreTheClients(t *testing.T) {
 	m := h.env.metrics
 
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, tlsRequest(t, "POST /chunks HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+	h.ServeHTTP(w, tlsRequest(t, "POST /chunks HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n"+
 		"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\nzz\r\nxx\r\n0\r\n\r\n"))
 	if w.Code != http.StatusBadRequest {
 		t.Errorf("bad chunk size: %d, want 400", w.Code)
@@ -398,7 +398,7 @@ func TestClientErrorsAreTheClients(t *testing.T) {
 	// The body ends, short of its Content-Length, where the client closed
 	// its connection; net/http's connection reader then ends the request's
 	// context as the read fails.
-	r := tlsRequest(t, "POST /gone HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 1000\r\n\r\nonly a few bytes")
+	r := tlsRequest(t, "POST /gone HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 1000\r\n\r\nonly a few bytes")
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	r = r.WithContext(ctx)
@@ -448,7 +448,7 @@ func TestHTTP1RequestsCarryTLS(t *testing.T) {
 	if rules := waitLine(t, fp, "/tls1").rules(); !slices.Contains(rules, "proto_mismatch") {
 		t.Errorf("rules %v: proto_mismatch did not fire over HTTP/1.1 and TLS", rules)
 	}
-	res = rawTLSRequest(t, e, "GET /tls2 HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n")
+	res = rawTLSRequest(t, e, "GET /tls2 HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nConnection: close\r\n\r\n")
 	if res.StatusCode != 200 {
 		t.Fatalf("curl: %d", res.StatusCode)
 	}

@@ -88,7 +88,7 @@ func TestUpstreamConnectionsCapped(t *testing.T) {
 		go func() {
 			req, _ := http.NewRequest("GET", e.url("/slow"), nil)
 			req.Host = "localhost"
-			req.Header.Set("User-Agent", "curl/8.5.0")
+			req.Header.Set("User-Agent", "Go-http-client/1.1")
 			res, err := c.Do(req)
 			if err != nil {
 				codes <- 0
@@ -145,7 +145,7 @@ func TestResetStreamsLeaveTheQueue(t *testing.T) {
 	// An honest request still gets through once the gate opens.
 	up.open()
 	h := e.client(t, "h2")
-	if res, _ := get(t, h, e.url("/after"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 {
+	if res, _ := get(t, h, e.url("/after"), "User-Agent", "Go-http-client/1.1"); res.StatusCode != 200 {
 		t.Errorf("after the resets: %d", res.StatusCode)
 	}
 	// The edge closes a connection whose request was reset and may open the
@@ -189,7 +189,7 @@ func TestSlowBodyCut(t *testing.T) {
 			}
 			defer c.Close()
 			start := time.Now()
-			_, _ = io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 100000\r\n\r\n")
+			_, _ = io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 100000\r\n\r\n")
 			go tt.write(c)
 			res, err := http.ReadResponse(bufioReader(c), nil)
 			if err != nil {
@@ -208,7 +208,7 @@ func TestSlowBodyCut(t *testing.T) {
 		c := e.client(t, "h2")
 		req, _ := http.NewRequest("POST", e.url("/upload"), bytes.NewReader(make([]byte, 4<<20)))
 		req.Host = "localhost"
-		req.Header.Set("User-Agent", "curl/8.5.0")
+		req.Header.Set("User-Agent", "Go-http-client/1.1")
 		res, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -250,7 +250,7 @@ func TestSlowReaderDropped(t *testing.T) {
 				fr := newH2Client(t, c)
 				fr.headers(1, "GET", path, true) // and never a WINDOW_UPDATE: a zero window
 			} else {
-				_, _ = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+				_, _ = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n")
 			}
 			start := time.Now()
 			l := waitLine(t, fp, path) // written when the request ends
@@ -294,7 +294,7 @@ func TestClientCaps(t *testing.T) {
 			return false
 		}
 		defer c.Close()
-		_, _ = io.WriteString(c, "GET /after HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n")
+		_, _ = io.WriteString(c, "GET /after HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nConnection: close\r\n\r\n")
 		_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 		_, err = c.Read(make([]byte, 1))
 		return err == nil || isTimeout(err) // served (or held by the gated upstream)
@@ -314,12 +314,12 @@ func TestClientCaps(t *testing.T) {
 	results := make(chan int, 3)
 	for range 2 {
 		go func() {
-			res, _ := get(t, h, e.url("/hold"), "User-Agent", "curl/8.5.0")
+			res, _ := get(t, h, e.url("/hold"), "User-Agent", "Go-http-client/1.1")
 			results <- res.StatusCode
 		}()
 	}
 	waitFor(t, 5*time.Second, func() bool { return up.inflight.Load() == 2 })
-	if res, _ := get(t, h, e.url("/third"), "User-Agent", "curl/8.5.0"); res.StatusCode != http.StatusTooManyRequests {
+	if res, _ := get(t, h, e.url("/third"), "User-Agent", "Go-http-client/1.1"); res.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("a third request in flight: %d, want 429", res.StatusCode)
 	}
 	up.open()
@@ -344,7 +344,7 @@ sites: [{hosts: [localhost], upstream: %s, routes: [{path: /admin/, upstream: %[
 `, up.URL, hash))
 	codes := ""
 	for i := range 6 {
-		w := serveRaw(t, h, "GET /admin/ HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+
+		w := serveRaw(t, h, "GET /admin/ HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n"+
 			"Authorization: Basic "+basic("alice", fmt.Sprint("wrong", i))+"\r\n\r\n")
 		codes += fmt.Sprint(w.Code, " ")
 	}
@@ -358,7 +358,7 @@ sites: [{hosts: [localhost], upstream: %s, routes: [{path: /admin/, upstream: %[
 	r := httptest.NewRequest("GET", "/admin/", nil)
 	r.Host = "localhost"
 	r.RemoteAddr = "192.0.2.50:1234"
-	r.Header.Set("User-Agent", "curl/8.5.0")
+	r.Header.Set("User-Agent", "Go-http-client/1.1")
 	r.SetBasicAuth("alice", "pw")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
@@ -406,8 +406,8 @@ func TestRangesCapped(t *testing.T) {
 	up := newRawUpstream(t)
 	h := newTestHandler(t, "policy: \"\"\nlimits: {ranges: 10}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
 	many := "bytes=" + strings.TrimSuffix(strings.Repeat("-1,", 60), ",")
-	serveRaw(t, h, "GET /a HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nRange: "+many+"\r\n\r\n")
-	serveRaw(t, h, "GET /b HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nRange: bytes=0-99,200-299\r\n\r\n")
+	serveRaw(t, h, "GET /a HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nRange: "+many+"\r\n\r\n")
+	serveRaw(t, h, "GET /b HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nRange: bytes=0-99,200-299\r\n\r\n")
 	heads := up.heads()
 	if len(heads) != 2 {
 		t.Fatalf("%d requests", len(heads))
@@ -476,7 +476,7 @@ func TestQUICHandshakesBounded(t *testing.T) {
 	if n := e.Server.quicHS.Load(); n > 2 {
 		t.Errorf("%d handshakes in progress, want the limit, 2", n)
 	}
-	if res, _ := get(t, e.client(t, "h3"), e.url("/honest"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 {
+	if res, _ := get(t, e.client(t, "h3"), e.url("/honest"), "User-Agent", "Go-http-client/1.1"); res.StatusCode != 200 {
 		t.Errorf("an honest HTTP/3 client during the flood: %d", res.StatusCode)
 	}
 	if n := e.Server.quicHS.Load(); n > 2 {
@@ -518,7 +518,7 @@ func getOverTCPFrom(t *testing.T, e *testEdge, ip net.IP) {
 	t.Helper()
 	tcp := &http.Client{Transport: &http.Transport{TLSClientConfig: e.tlsConfig("h2"), ForceAttemptHTTP2: true,
 		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}).DialContext}}
-	if res, _ := get(t, tcp, e.url("/x"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 {
+	if res, _ := get(t, tcp, e.url("/x"), "User-Agent", "Go-http-client/1.1"); res.StatusCode != 200 {
 		t.Fatalf("over TCP from %v: %d", ip, res.StatusCode)
 	}
 }
@@ -565,7 +565,7 @@ func TestQUICSeenAddressSkipsRetry(t *testing.T) {
 				return qt.DialEarly(ctx, raddr, tc, qc)
 			}}
 		defer ht.Close()
-		res, _ := get(t, &http.Client{Transport: ht}, e.url("/x"), "User-Agent", "curl/8.5.0")
+		res, _ := get(t, &http.Client{Transport: ht}, e.url("/x"), "User-Agent", "Go-http-client/1.1")
 		if res.StatusCode != 200 {
 			t.Fatalf("HTTP/3 from %v: %d", ip, res.StatusCode)
 		}
@@ -656,14 +656,14 @@ func TestBodiesThatNeverComeHoldNoUpstream(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		_, _ = io.WriteString(c, "POST /never HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 100\r\n\r\n")
+		_, _ = io.WriteString(c, "POST /never HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 100\r\n\r\n")
 	}
 	h := e.client(t, "h1")
 	for i := range 5 {
 		start := time.Now()
 		req, _ := http.NewRequest("POST", e.url("/honest"), strings.NewReader("a small form"))
 		req.Host = "localhost"
-		req.Header.Set("User-Agent", "curl/8.5.0")
+		req.Header.Set("User-Agent", "Go-http-client/1.1")
 		res, err := h.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -709,7 +709,7 @@ func TestSlowReadersFreeTheUpstream(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		_, _ = io.WriteString(c, "GET /big HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+		_, _ = io.WriteString(c, "GET /big HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n")
 		slow = append(slow, c) // and never read, for now
 	}
 	// The upstream finishes its answers into the edge's buffers.
@@ -721,7 +721,7 @@ func TestSlowReadersFreeTheUpstream(t *testing.T) {
 	// upstream_queue (5s) and get a 503: its 200 says the slots are free,
 	// whatever the machine's load.
 	h := e.client(t, "h2")
-	if res, body := get(t, h, e.url("/small"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 || body != "small" {
+	if res, body := get(t, h, e.url("/small"), "User-Agent", "Go-http-client/1.1"); res.StatusCode != 200 || body != "small" {
 		t.Errorf("honest request: %d %q", res.StatusCode, body)
 	}
 	// A slow reader at last reads: the whole answer, intact.
@@ -760,14 +760,14 @@ func TestSlowReadersNeverTakeEverySlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		_, _ = io.WriteString(c, "GET /big HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+		_, _ = io.WriteString(c, "GET /big HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n")
 	}
 	m := e.Server.metrics.limited
 	if !waitFor(t, 15*time.Second, func() bool { return counterValue(m.WithLabelValues("slow_client_cut")) >= 1 }) {
 		t.Fatal("no slow reader was cut while the read-ahead budget was spent")
 	}
 	start := time.Now()
-	if res, body := get(t, e.client(t, "h2"), e.url("/small"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 || body != "small" {
+	if res, body := get(t, e.client(t, "h2"), e.url("/small"), "User-Agent", "Go-http-client/2.0"); res.StatusCode != 200 || body != "small" {
 		t.Errorf("honest request: %d %q", res.StatusCode, body)
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -810,13 +810,13 @@ func TestWaitingRequestDrainsSlowReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Close()
-	_, _ = io.WriteString(slow, "GET /big HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+	_, _ = io.WriteString(slow, "GET /big HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n")
 	// The slow reader holds the one connection: the upstream is stuck
 	// writing to the edge, the edge to the client.
 	if !waitFor(t, 10*time.Second, func() bool { return e.Server.handler.Load().env.spill.Used() == 0 && inflight.Load() == 1 }) {
 		t.Fatal("the slow reader never took the upstream's connection")
 	}
-	res, body := get(t, e.client(t, "h2"), e.url("/small"), "User-Agent", "curl/8.5.0")
+	res, body := get(t, e.client(t, "h2"), e.url("/small"), "User-Agent", "Go-http-client/2.0")
 	if res.StatusCode != 200 || body != "small" {
 		t.Fatalf("honest request: %d %q, want the answer once the slow reader's is drained", res.StatusCode, body)
 	}
@@ -865,7 +865,7 @@ func TestUpstreamConnectionsCappedOverBothClients(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			w := serveRaw(t, h, "POST /form HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 3\r\n\r\nabc")
+			w := serveRaw(t, h, "POST /form HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 3\r\n\r\nabc")
 			if w.Code != 200 {
 				t.Errorf("POST: %d", w.Code)
 			}
@@ -876,7 +876,7 @@ func TestUpstreamConnectionsCappedOverBothClients(t *testing.T) {
 	// h1Client's.
 	for range 2 {
 		wg.Go(func() {
-			if w := serveRaw(t, h, "GET /page HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n"); w.Code != 200 {
+			if w := serveRaw(t, h, "GET /page HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n"); w.Code != 200 {
 				t.Errorf("GET: %d", w.Code)
 			}
 		})
@@ -961,8 +961,8 @@ func TestCutBodiesNeverForwarded(t *testing.T) {
 	up := newRawUpstream(t)
 	h := newTestHandler(t, "policy: \"\"\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
 	for _, tt := range []struct{ name, raw string }{
-		{"short of Content-Length", "POST /cut HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 100\r\n\r\n0123456789"},
-		{"no last chunk", "POST /cut HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n"},
+		{"short of Content-Length", "POST /cut HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 100\r\n\r\n0123456789"},
+		{"no last chunk", "POST /cut HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			// The client is gone (499: nothing is written) or wrong (400).
@@ -973,7 +973,7 @@ func TestCutBodiesNeverForwarded(t *testing.T) {
 	}
 	// A whole body after them: the upstream gets it, and it is the only
 	// request it got.
-	w := serveRaw(t, h, "POST /whole HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 10\r\n\r\n0123456789")
+	w := serveRaw(t, h, "POST /whole HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 10\r\n\r\n0123456789")
 	if w.Code != http.StatusOK {
 		t.Fatalf("whole body: %d", w.Code)
 	}
@@ -996,7 +996,7 @@ func quietPoll(t *testing.T, e *testEdge) *upstream.Pool {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	_, _ = io.WriteString(conn, "GET /poll HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+	_, _ = io.WriteString(conn, "GET /poll HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n")
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	res, err := http.ReadResponse(bufioReader(conn), nil)
 	if err != nil {
@@ -1041,7 +1041,7 @@ func TestWaiterHonoursQueueBehindQuietAnswer(t *testing.T) {
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "GET", e.url("/plain"), nil)
 			req.Host = "localhost"
-			req.Header.Set("User-Agent", "curl/8.5.0")
+			req.Header.Set("User-Agent", "Go-http-client/1.1")
 			type result struct {
 				res *http.Response
 				err error
@@ -1088,7 +1088,7 @@ func TestLongPollGivesItsSlot(t *testing.T) {
 	e := startEdge(t, "limits: {upstream_conns: 1, upstream_queue: 30s}\npolicy: \"\"\n"+
 		"sites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
 	pool := quietPoll(t, e)
-	res, body := get(t, e.client(t, "h2"), e.url("/plain"), "User-Agent", "curl/8.5.0")
+	res, body := get(t, e.client(t, "h2"), e.url("/plain"), "User-Agent", "Go-http-client/2.0")
 	if res.StatusCode != 200 || body != "ok" {
 		t.Fatalf("a request beside a long poll: %d %q", res.StatusCode, body)
 	}

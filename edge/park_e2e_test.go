@@ -58,7 +58,7 @@ func h1Requested(t *testing.T, e *testEdge) (*tls.Conn, *bufio.Reader, string) {
 // h1Get sends a GET of path on c and returns the body of its answer, a 200.
 func h1Get(t *testing.T, c *tls.Conn, br *bufio.Reader, path string) string {
 	t.Helper()
-	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n", path)
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n", path)
 	res, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
@@ -107,7 +107,7 @@ func TestParkedCountsAgainstClient(t *testing.T) {
 	if err == nil {
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		fmt.Fprintf(c, "GET /x HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+		fmt.Fprintf(c, "GET /x HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n")
 		_, err = c.Read(make([]byte, 1))
 	}
 	if err == nil || !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {

@@ -120,7 +120,7 @@ var honestPaths = []string{
 func pathGet(t *testing.T, e *testEdge, c *http.Client, proto, target string) (int, string) {
 	t.Helper()
 	if proto == "h1" {
-		res, _ := rawTLSExchange(t, e, "GET "+target+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n")
+		res, _ := rawTLSExchange(t, e, "GET "+target+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nConnection: close\r\n\r\n")
 		return res.StatusCode, res.Header.Get("Location")
 	}
 	req, err := http.NewRequest(http.MethodGet, e.url("/"), nil)
@@ -135,7 +135,7 @@ func pathGet(t *testing.T, e *testEdge, c *http.Client, proto, target string) (i
 	}
 	req.URL.RawQuery = query
 	req.Host = "localhost"
-	req.Header.Set("User-Agent", "curl/8.5.0")
+	req.Header.Set("User-Agent", "Go-http-client/1.1")
 	res, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", proto, target, err)

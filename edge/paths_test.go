@@ -18,7 +18,7 @@ import (
 // header lines.
 func getRaw(t *testing.T, h http.Handler, target string, hdr ...string) (int, http.Header) {
 	t.Helper()
-	w := serveRaw(t, h, "GET "+target+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n"+strings.Join(hdr, "")+"\r\n")
+	w := serveRaw(t, h, "GET "+target+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n"+strings.Join(hdr, "")+"\r\n")
 	return w.Code, w.Header()
 }
 
@@ -147,7 +147,7 @@ sites:
 	} {
 		t.Run(tt.path, func(t *testing.T) {
 			t.Parallel()
-			w := serveRaw(t, h, "GET "+tt.path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\n\r\n")
+			w := serveRaw(t, h, "GET "+tt.path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\n\r\n")
 			if tt.rule == "challenge" {
 				if w.Code != tt.status || w.Header().Get("Maat-Mitigated") != "challenge" {
 					t.Errorf("%d %q, want %d and a challenge", w.Code, w.Header().Get("Maat-Mitigated"), tt.status)

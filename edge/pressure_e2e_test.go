@@ -76,7 +76,7 @@ func sendAs(e *testEdge, c *http.Client, path, from string, hdr http.Header, got
 	go func() {
 		req, _ := http.NewRequest("GET", e.url(path), nil)
 		req.Host = "localhost"
-		req.Header.Set("User-Agent", "curl/8.5.0")
+		req.Header.Set("User-Agent", "Go-http-client/1.1")
 		for k, v := range hdr {
 			req.Header[k] = v
 		}

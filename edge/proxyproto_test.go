@@ -46,7 +46,7 @@ func TestProxyProtocolThroughEdge(t *testing.T) {
 			return nil, err
 		}
 		c := tls.Client(raw, e.tlsConfig("http/1.1"))
-		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n"); err != nil {
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Go-http-client/1.1\r\nConnection: close\r\n\r\n"); err != nil {
 			return nil, err
 		}
 		res, err := http.ReadResponse(bufioReader(c), nil)

@@ -70,7 +70,7 @@ sites:
 		}
 		return result{res[0].StatusCode, res[0].Header.Get("X-Request-Id"), ""}
 	}
-	const head = "Host: localhost\r\nUser-Agent: curl/8.5.0\r\n"
+	const head = "Host: localhost\r\nUser-Agent: Go-http-client/1.1\r\n"
 
 	type check struct {
 		name   string

@@ -36,7 +36,7 @@ func TestH2Served(t *testing.T) {
 	e := startEdge(t, "policy: \"\"\nlog: {fingerprints: "+fp+"}\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
 	req, _ := http.NewRequest("GET", e.url("/pin"), nil)
 	req.Host = "localhost"
-	req.Header.Set("User-Agent", "curl/8.5.0")
+	req.Header.Set("User-Agent", "Go-http-client/1.1")
 	res, err := e.client(t, "h2").Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -35,7 +35,7 @@ func TestTLSResumption(t *testing.T) {
 					// net/http's HTTP/2 client on this very connection.
 					tr := h2Transport(&http.Transport{DialTLSContext: func(context.Context, string, string) (net.Conn, error) { return c, nil }})
 					req, _ := http.NewRequest("GET", "https://localhost/", nil)
-					req.Header.Set("User-Agent", "curl/8.5.0")
+					req.Header.Set("User-Agent", "Go-http-client/1.1")
 					res, err := tr.RoundTrip(req)
 					if err != nil {
 						t.Fatal(err)

@@ -236,7 +236,7 @@ func openEventsMethod(t *testing.T, c *http.Client, method, u, want string) (res
 	}
 	req, _ := http.NewRequest(method, u, body)
 	req.Host = "localhost"
-	req.Header.Set("User-Agent", "curl/8.5.0")
+	req.Header.Set("User-Agent", "Go-http-client/1.1")
 	if res, err = c.Do(req); err != nil {
 		return nil, nil, err
 	}
@@ -262,7 +262,7 @@ func openWebsocket(t *testing.T, e *testEdge) (*websocket.Conn, error) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	wcfg, _ := websocket.NewConfig("wss://localhost/ws", "https://localhost/")
-	wcfg.Header = http.Header{"User-Agent": {"curl/8.5.0"}}
+	wcfg.Header = http.Header{"User-Agent": {"Go-http-client/1.1"}}
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	ws, err := websocket.NewClient(wcfg, conn)
 	if err != nil {
@@ -308,13 +308,13 @@ func TestStreamsHoldNoSlot(t *testing.T) {
 		}
 	}
 	for i := range 8 {
-		res, body := get(t, c, e.url("/plain"), "User-Agent", "curl/8.5.0")
+		res, body := get(t, c, e.url("/plain"), "User-Agent", "Go-http-client/1.1")
 		if res.StatusCode != 200 || body != "ok" {
 			t.Fatalf("plain request %d beside 30 streams: %d %q", i, res.StatusCode, body)
 		}
 		req, _ := http.NewRequest("POST", e.url("/plain"), strings.NewReader("a body"))
 		req.Host = "localhost"
-		req.Header.Set("User-Agent", "curl/8.5.0")
+		req.Header.Set("User-Agent", "Go-http-client/1.1")
 		res, err := c.Do(req)
 		if err != nil {
 			t.Fatalf("plain POST %d beside 30 streams: %v", i, err)
@@ -354,7 +354,7 @@ func TestStreamsBounded(t *testing.T) {
 	if _, err := openWebsocket(t, e); !errors.Is(err, websocket.ErrBadStatus) {
 		t.Fatalf("a third stream, a websocket: %v, want its handshake refused", err)
 	}
-	if res, body := get(t, c, e.url("/plain"), "User-Agent", "curl/8.5.0"); res.StatusCode != 200 || body != "ok" {
+	if res, body := get(t, c, e.url("/plain"), "User-Agent", "Go-http-client/1.1"); res.StatusCode != 200 || body != "ok" {
 		t.Fatalf("a plain request beside the streams: %d %q", res.StatusCode, body)
 	}
 	first.Body.Close()
@@ -430,7 +430,7 @@ func TestUpstreamWaitsBounded(t *testing.T) {
 		}
 		req, _ := http.NewRequest(method, e.url(path), body)
 		req.Host = "localhost"
-		req.Header.Set("User-Agent", "curl/8.5.0")
+		req.Header.Set("User-Agent", "Go-http-client/1.1")
 		type result struct {
 			res  *http.Response
 			body []byte

@@ -32,7 +32,7 @@ func TestUnixSocketUpstream(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	h := newTestHandler(t, "policy: \"\"\nsites: [{hosts: [localhost], upstream: \"unix:"+sock+"\"}]\n")
 	for _, proto := range []string{"h1", "h2", "h3"} {
-		res, body := get(t, handlerClient(h, proto), handlerURL("/repo/x?y=1"), "User-Agent", "curl/8.5.0")
+		res, body := get(t, handlerClient(h, proto), handlerURL("/repo/x?y=1"), "User-Agent", "Go-http-client/1.1")
 		if res.StatusCode != 200 || body != "socket localhost /repo/x?y=1 https" {
 			t.Errorf("%s: %d %q", proto, res.StatusCode, body)
 		}
@@ -66,7 +66,7 @@ func TestUnixSocketUpstreamNamed(t *testing.T) {
 	}
 	var logs syncBuffer
 	h := newTestHandlerEnv(t, yaml, Env{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
-	res, _ := get(t, handlerClient(h, "h1"), handlerURL("/x"), "User-Agent", "curl/8.5.0")
+	res, _ := get(t, handlerClient(h, "h1"), handlerURL("/x"), "User-Agent", "Go-http-client/1.1")
 	if res.StatusCode != http.StatusBadGateway {
 		t.Fatalf("status %d, want 502", res.StatusCode)
 	}
@@ -110,7 +110,7 @@ func TestHTTPSUpstream(t *testing.T) {
 				site = "{hosts: [localhost], upstream: " + up.URL + ", " + tt.tls + "}"
 			}
 			h := newTestHandler(t, "policy: \"\"\nsites: ["+site+"]\n")
-			res, body := get(t, handlerClient(h, "h2"), handlerURL("/p"), "User-Agent", "curl/8.5.0")
+			res, body := get(t, handlerClient(h, "h2"), handlerURL("/p"), "User-Agent", "Go-http-client/2.0")
 			if res.StatusCode != tt.status {
 				t.Fatalf("%d %q, want %d", res.StatusCode, body, tt.status)
 			}

@@ -7,8 +7,9 @@ package httpfp
 // Source: real clients run against a capture server on loopback, one row
 // each; testdata/clients.jsonl holds their requests.
 var knownClients = map[string]Client{
-	"1:65536;2:0;4:131072;5:16384|12517377|0":       {Family: "firefox", Versions: "153.8.0esr", Pseudo: "m,p,a,s", Source: "firefox-esr 153.8.0esr --headless, Debian GNU/Linux 12 (bookworm)"},
-	"1:65536;2:0;4:6291456;6:262144|15663105|0":     {Family: "chrome", Versions: "156.0.8078.114", Pseudo: "m,a,s,p", Source: "chromium 156.0.8078.114 --headless, Debian GNU/Linux 12 (bookworm)"},
-	"2:0;4:4194304;5:16384;6:10485760|1073741824|0": {Family: "go", Versions: "1.26.8", Pseudo: "a,m,p,s", Source: "Go 1.26.8 golang.org/x/net/http2 v0.63.0; Go 1.26.8 net/http"},
-	"3:100;4:33554432;2:0|33488897|0":               {Family: "curl", Versions: "7.88.1", Pseudo: "m,p,s,a", Source: "curl 7.88.1 OpenSSL/3.0.19 nghttp2/1.52.0 --http2, Debian GNU/Linux 12 (bookworm)"},
+	"1:16384;2:0;3:0;4:16777216;5:16384;6:393216|33488897|0": {Family: "java", Versions: "17.0.15", Pseudo: "a,m,p,s", Source: "java 17.0.15 java.net.http.HttpClient, Debian GNU/Linux 12 (bookworm)"},
+	"1:65536;2:0;4:131072;5:16384|12517377|0":                {Family: "firefox", Versions: "140.10.2esr-153.8.0esr", Pseudo: "m,p,a,s", Source: "firefox-esr 140.10.2esr --headless, Debian GNU/Linux 12 (bookworm); firefox-esr 153.8.0esr --headless, Debian GNU/Linux 12 (bookworm)"},
+	"1:65536;2:0;4:6291456;6:262144|15663105|0":              {Family: "chrome", Versions: "148.0.7778.167-156.0.8078.114", Pseudo: "m,a,s,p", Source: "chromium 148.0.7778.167 --headless, Debian GNU/Linux 12 (bookworm); chromium 156.0.8078.114 --headless, Debian GNU/Linux 12 (bookworm)"},
+	"2:0;4:4194304;5:16384;6:10485760|1073741824|0":          {Family: "go", Versions: "1.26.8", Pseudo: "a,m,p,s", Source: "Go 1.26.8 golang.org/x/net/http2 v0.63.0; Go 1.26.8 net/http"},
+	"3:100;4:33554432;2:0|33488897|0":                        {Family: "curl", Versions: "7.88.1", Pseudo: "m,p,s,a", Source: "curl 7.88.1 OpenSSL/3.0.19 nghttp2/1.52.0 --http2, Debian GNU/Linux 12 (bookworm); git 2.39.5 ls-remote, Debian GNU/Linux 12 (bookworm)"},
 }

@@ -121,7 +121,11 @@
 // default policy, or (builtin)/maat-signals.yaml, the one line an Anubis
 // policy adds to weigh them (Policy.MaatSignals): ua_tls_mismatch
 // (a browser User-Agent on a TLS stack that is not that browser's, from the
-// JA4 known-client table; the browser part of a bot's User-Agent counts),
+// JA4 known-client table; the browser part of a bot's User-Agent counts;
+// or a User-Agent that starts with a non-browser client's name, curl/,
+// git/, Go-http-client/, python-requests/, node, Java-http-client/ …, over
+// a TLS stack or HTTP/2 preface the known-client tables give to a client
+// it is not built on),
 // browser_headers_missing (a claimed browser without the headers every
 // browser sends, or with a header order no browser uses), proto_mismatch (a
 // modern browser on HTTP/1.1 over TLS), fake_crawler and verified_crawler

@@ -56,6 +56,13 @@ var honestClients = []struct {
 	{"curl", "curl/8.5.0", "curl", "curl", "chrome"},
 	{"git", "git/2.43.0", "gnutls", "git", "chrome"},
 	{"Go", "Go-http-client/2.0", "go", "go-http-client", "firefox"},
+	{"Go, HTTP/1.1", "Go-http-client/1.1", "go", "go-http-client", "python"},
+	{"Wget", "Wget/1.21.3", "wget", "wget", "go"},
+	{"python-requests", "python-requests/2.28.1", "python", "python-clients", "go"},
+	{"Python urllib", "Python-urllib/3.11", "python", "python-clients", "node"},
+	{"Node fetch", "node", "node", "node-clients", "go"},
+	{"Node 20 fetch", "undici", "node", "node-clients", "python"},
+	{"Java HttpClient", "Java-http-client/17.0.15", "java", "java-clients", "go"},
 	{"Kubernetes probe", "kube-probe/1.29", "go", "go-health-checkers", "chrome"},
 	{"Consul", "Consul Health Check", "", "go-health-checkers", "chrome"},
 	{"Blackbox exporter", "Blackbox Exporter/0.25.0", "go", "go-health-checkers", "firefox"},
@@ -305,5 +312,70 @@ func TestPageSpeedChromiumIsABrowser(t *testing.T) {
 		if d := p.Evaluate(r); d.Action != CHALLENGE {
 			t.Errorf("%s: %s %q, want CHALLENGE\n%s", s.name, d.Action, d.Rule, p.Explain(r))
 		}
+	}
+}
+
+// TestClientLies: a User-Agent that names a non-browser client over
+// another client's TLS stack (or HTTP/2 preface) fires ua_tls_mismatch
+// and the default policy's client-lie rule challenges it, whatever rule
+// the name alone would meet; over its own stack, a library it is built
+// on, or a stack the tables do not know, it passes by its own rule.
+func TestClientLies(t *testing.T) {
+	t.Parallel()
+	p := mustDefault(t)
+	tests := []struct {
+		name, ua, family, h2family string
+		lie                        bool
+		rule                       string // the deciding rule when not a lie
+	}{
+		{"python-requests on Go's TLS", "python-requests/2.28.1", "go", "", true, ""},
+		{"python-requests on Go's TLS and HTTP/2", "python-requests/2.28.1", "go", "go", true, ""},
+		{"Python urllib on Go's TLS", "Python-urllib/3.11", "go", "", true, ""},
+		{"curl on Python's TLS", "curl/7.88.1", "python", "", true, ""},
+		{"curl on Node's TLS", "curl/7.88.1", "node", "", true, ""},
+		{"curl on curl's TLS and Go's HTTP/2", "curl/7.88.1", "curl", "go", true, ""},
+		{"curl on an unknown TLS and Go's HTTP/2", "curl/7.88.1", "", "go", true, ""},
+		{"Go on Python's TLS", "Go-http-client/1.1", "python", "", true, ""},
+		{"Go on curl's TLS and HTTP/2", "Go-http-client/2.0", "curl", "curl", true, ""},
+		{"node on Java's TLS", "node", "java", "", true, ""},
+		{"undici on Go's TLS", "undici", "go", "", true, ""},
+		{"Java on Python's TLS", "Java-http-client/17.0.15", "python", "", true, ""},
+		{"Wget on Go's TLS", "Wget/1.21.3", "go", "", true, ""},
+		{"git on Go's TLS", "git/2.39.5", "go", "", true, ""},
+		{"aiohttp on Chrome's TLS", "aiohttp/3.9.1", "chrome", "", true, ""},
+		{"python-requests on Python's TLS", "python-requests/2.28.1", "python", "", false, "python-clients"},
+		{"python-requests on OpenSSL's", "python-requests/2.28.1", "openssl", "", false, "python-clients"},
+		{"python-requests on an unknown TLS", "python-requests/2.28.1", "", "", false, "python-clients"},
+		{"curl on curl's TLS and HTTP/2", "curl/7.88.1", "curl", "curl", false, "curl"},
+		{"curl on GnuTLS", "curl/7.88.1", "gnutls", "", false, "curl"},
+		{"git on GnuTLS", "git/2.39.5", "gnutls", "", false, "git"},
+		{"git on wget's GnuTLS", "git/2.39.5", "wget", "", false, "git"},
+		{"Go on Go's TLS and HTTP/2", "Go-http-client/2.0", "go", "go", false, "go-http-client"},
+		{"node on Node's TLS", "node", "node", "", false, "node-clients"},
+		{"Java on Java's TLS", "Java-http-client/17.0.15", "java", "", false, "java-clients"},
+		{"a name that is not a client's", "nodejs-thing/1.0", "go", "", false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := monitorRequest(tt.ua, tt.family)
+			r.H2Family = tt.h2family
+			switch tt.h2family {
+			case "go":
+				r.H2FP = h2fpGo
+			case "curl":
+				r.H2FP = h2fpCurl
+			}
+			d := p.Evaluate(r)
+			if got := d.Signals.Has(SignalUATLSMismatch); got != tt.lie {
+				t.Errorf("ua_tls_mismatch %v, want %v\n%s", got, tt.lie, p.Explain(r))
+			}
+			switch {
+			case tt.lie && (d.Action != CHALLENGE || d.Rule != "client-lie" || d.Challenge.Bits != 16):
+				t.Errorf("got %s %q %d bits, want CHALLENGE by client-lie at 16 bits\n%s", d.Action, d.Rule, d.Challenge.Bits, p.Explain(r))
+			case !tt.lie && tt.rule != "" && (d.Action != ALLOW || d.Rule != tt.rule):
+				t.Errorf("got %s %q, want ALLOW by %q\n%s", d.Action, d.Rule, tt.rule, p.Explain(r))
+			}
+		})
 	}
 }

@@ -153,6 +153,9 @@ func TestRobotsRealFiles(t *testing.T) {
 				r := chromeRequest()
 				r.Header.Set("User-Agent", c.ua)
 				r.ClientFamily = c.family
+				if c.family == "curl" {
+					r.H2FP, r.H2Family = h2fpCurl, "curl"
+				}
 				r.Path, r.RawQuery, _ = strings.Cut(c.path, "?")
 				d := p.Evaluate(r)
 				if d.Action != c.action || d.Rule != c.rule {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -10,7 +11,11 @@ type Signal uint8
 // The built-in signals.
 const (
 	// SignalUATLSMismatch: the User-Agent claims a browser whose TLS stack
-	// is not the one the known-client table has for this JA4.
+	// is not the one the known-client table has for this JA4; or it names
+	// a non-browser client (curl, Wget, git, Go-http-client, Python's,
+	// Node's, Java's: clientClaims) over a TLS stack, or an HTTP/2
+	// connection preface, that the known-client tables give to another
+	// client.
 	SignalUATLSMismatch Signal = iota
 	// SignalBrowserHeadersMissing: a claimed browser without the headers
 	// every browser sends, or with a header order no browser uses.
@@ -204,6 +209,9 @@ func (p *Policy) signals(r *Request, ua string) (Signals, uaClaim) {
 		ss |= 1 << SignalTLSHTTPMismatch
 	}
 	if c.brand == brandNone {
+		if clientLie(r, ua) {
+			ss |= 1 << SignalUATLSMismatch
+		}
 		return ss, c
 	}
 	if c.brand == brandChromium && strings.Contains(headerValue(r, "Sec-Ch-Ua"), "HeadlessChrome") {
@@ -422,4 +430,53 @@ func IsNavigation(r *Request) bool {
 		return false
 	}
 	return strings.Contains(headerValue(r, "Accept"), "text/html")
+}
+
+// clientClaims are the non-browser clients a User-Agent can name at its
+// start, each with the known-client families whose TLS stack (and HTTP/2
+// preface) it may come with: its own, and the TLS libraries it is built
+// on (openssl and gnutls are the rows of openssl s_client and
+// gnutls-cli, whose ClientHellos a client built on the library may
+// share). The tokens and families are honest-clients.yaml's.
+var clientClaims = [...]struct {
+	token  string // the User-Agent starts with it, then "/" (or ends, where exact)
+	exact  bool   // the token may also be the whole User-Agent ("node", "undici")
+	accept []string
+}{
+	{"curl", false, []string{"curl", "git", "openssl", "gnutls"}}, // git's is libcurl-gnutls
+	{"Wget", false, []string{"wget", "openssl", "gnutls"}},
+	{"git", false, []string{"git", "curl", "wget", "openssl", "gnutls"}},
+	{"Go-http-client", false, []string{"go"}},
+	{"python-requests", false, []string{"python", "openssl"}},
+	{"python-httpx", false, []string{"python", "openssl"}},
+	{"Python-urllib", false, []string{"python", "openssl"}},
+	{"aiohttp", false, []string{"python", "openssl"}},
+	{"node-fetch", true, []string{"node", "openssl"}},
+	{"undici", true, []string{"node", "openssl"}},
+	{"axios", true, []string{"node", "openssl"}},
+	{"node", true, []string{"node", "openssl"}},
+	{"Java-http-client", false, []string{"java"}},
+	{"Java", false, []string{"java", "android"}},
+	{"Apache-HttpClient", false, []string{"java", "android"}},
+	{"okhttp", false, []string{"java", "android"}},
+}
+
+// clientLie reports a User-Agent that names a non-browser client
+// (clientClaims) while the JA4's known-client family, or the HTTP/2
+// preface's, is a client it is not built on: python-requests over Go's
+// TLS, curl over Python's. An unknown fingerprint (family "") says
+// nothing.
+func clientLie(r *Request, ua string) bool {
+	if r.ClientFamily == "" && r.H2Family == "" {
+		return false
+	}
+	for _, c := range clientClaims {
+		rest, ok := strings.CutPrefix(ua, c.token)
+		if !ok || !(strings.HasPrefix(rest, "/") || c.exact && rest == "") {
+			continue
+		}
+		return r.ClientFamily != "" && !slices.Contains(c.accept, r.ClientFamily) ||
+			r.H2Family != "" && !slices.Contains(c.accept, r.H2Family)
+	}
+	return false
 }

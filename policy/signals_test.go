@@ -137,7 +137,7 @@ func TestSignals(t *testing.T) {
 		{"chrome from a home network", func(r *Request) { r.ASN = 3320 }, nil},
 		{"curl from a cloud network", func(r *Request) {
 			r.Header.Set("User-Agent", "curl/8.5.0")
-			r.ClientFamily, r.ASN = "curl", 24940
+			r.ClientFamily, r.H2FP, r.H2Family, r.ASN = "curl", h2fpCurl, "curl", 24940
 		}, nil},
 		{"a declared bot with a Chrome part from a cloud network", func(r *Request) {
 			r.Header.Set("User-Agent", uaBetterUptime)
@@ -175,7 +175,7 @@ func TestSignals(t *testing.T) {
 		{"Chrome's TLS under curl's HTTP/2 claiming curl", func(r *Request) {
 			r.Header = http.Header{"User-Agent": {"curl/8.5.0"}, "Accept": {"*/*"}}
 			r.H2FP, r.H2Family = h2fpCurl, "curl"
-		}, []Signal{SignalTLSHTTPMismatch}},
+		}, []Signal{SignalUATLSMismatch, SignalTLSHTTPMismatch}},
 		{"Chrome's TLS under an unknown preface in Go's pseudo order", func(r *Request) {
 			r.H2FP, r.H2Family = "1:4096|00|0|a,m,p,s", ""
 		}, []Signal{SignalTLSHTTPMismatch}},
@@ -224,9 +224,14 @@ func TestSignals(t *testing.T) {
 			r.HeaderOrder = nil
 			r.ClientFamily, r.H2FP, r.H2Family = "firefox", h2fpGo, "go"
 		}, []Signal{SignalTLSHTTPMismatch}},
+		// A client's own name over another client's HTTP/2 is a lie too.
 		{"curl's TLS under Go's HTTP/2", func(r *Request) {
 			r.Header = http.Header{"User-Agent": {"curl/8.5.0"}}
 			r.ClientFamily, r.H2FP, r.H2Family = "curl", h2fpGo, "go"
+		}, []Signal{SignalUATLSMismatch}},
+		{"curl's TLS and HTTP/2", func(r *Request) {
+			r.Header = http.Header{"User-Agent": {"curl/8.5.0"}}
+			r.ClientFamily, r.H2FP, r.H2Family = "curl", h2fpCurl, "curl"
 		}, nil},
 		{"Go's TLS and HTTP/2 claiming Chrome", func(r *Request) {
 			r.ClientFamily, r.H2FP, r.H2Family = "go", h2fpGo, "go"

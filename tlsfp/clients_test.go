@@ -33,7 +33,7 @@ func TestLookupClient(t *testing.T) {
 func TestKnownClientsTable(t *testing.T) {
 	t.Parallel()
 	ja4 := regexp.MustCompile(`^[tq](13|12|11|10|s3)[di]\d{4}[0-9a-zA-Z]{2}_[0-9a-f]{12}_[0-9a-f]{12}$`)
-	families := "chrome edge firefox safari ios android curl wget openssl gnutls go python node java rust"
+	families := "chrome edge firefox safari ios android curl git wget openssl gnutls go python node java rust"
 	if len(knownClients) < 20 {
 		t.Errorf("%d known clients, want at least 20", len(knownClients))
 	}

@@ -39,7 +39,7 @@ func dial(ctx context.Context, addr string, i int, conf *tls.Config) (*tls.Conn,
 	return c, nil
 }
 
-const request = "GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: " + userAgent + "\r\n"
+const request = "GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: " + goUserAgent + "\r\n"
 
 // getH1 sends one request on c and reads the whole answer.
 func getH1(c net.Conn, br *bufio.Reader, close bool) error {
@@ -202,7 +202,7 @@ func dialH2(ctx context.Context, addr string, i int, conf *tls.Config) (*http.Cl
 
 func getH2(ctx context.Context, cc *http.ClientConn) error {
 	req, _ := http.NewRequestWithContext(ctx, "GET", "https://localhost/", nil)
-	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("User-Agent", goUserAgent)
 	res, err := cc.RoundTrip(req)
 	if err != nil {
 		return err

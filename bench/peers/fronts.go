@@ -27,9 +27,15 @@ import (
 // bodySize is the upstream's answer: 1 KiB, a small page or API answer.
 const bodySize = 1024
 
-// userAgent is what every client says it is: an honest client the default
-// policy allows (honest-clients.yaml), so the edge's ALLOW path is measured.
-const userAgent = "curl/8.14.1"
+// userAgent is what the load tools (wrk, h2load: OpenSSL clients) say
+// they are, and goUserAgent what the Go clients say: each an honest client
+// the default policy allows (honest-clients.yaml), so the edge's ALLOW path
+// is measured. A client that names another's stack (curl over Go's TLS)
+// is challenged by the default policy's client-lie rule.
+const (
+	userAgent   = "curl/8.14.1"
+	goUserAgent = "Go-http-client/1.1"
+)
 
 // front is one TLS proxy under test.
 type front struct {
@@ -159,7 +165,7 @@ func getOnce(addr string, useTLS bool) error {
 	}
 	req, _ := http.NewRequest("GET", scheme+"://"+addr+"/", nil)
 	req.Host = "localhost"
-	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("User-Agent", goUserAgent)
 	res, err := (&http.Client{Transport: tr, Timeout: 2 * time.Second}).Do(req)
 	if err != nil {
 		return err

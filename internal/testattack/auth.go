@@ -87,7 +87,7 @@ func pace(ctx context.Context, every time.Duration, f func(n int)) {
 func (t Target) login(ctx context.Context, tr *http.Transport, path, password string) (kind string, took time.Duration, ok bool) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", "https://"+t.HTTPS+path, nil)
 	req.Host = t.Host
-	req.Header.Set("User-Agent", "curl/8.5.0")
+	req.Header.Set("User-Agent", "Go-http-client/1.1")
 	req.SetBasicAuth(AuthUser, password)
 	start := time.Now()
 	res, err := tr.RoundTrip(req)

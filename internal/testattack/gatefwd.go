@@ -44,7 +44,7 @@ func gateForwarded(ctx context.Context, t GateTarget, out *GateOutcome) error {
 		for _, proto := range []string{"h1", "h2", "h3"} {
 			target := fmt.Sprintf("/gate/xff/%d/%s", i, proto)
 			a, err := t.Send(ctx, GateRequest{Proto: proto, Target: target, From: proxy,
-				Header: [][2]string{{"User-Agent", "curl/8.5.0"}, {"X-Forwarded-For", tt.xff}}})
+				Header: [][2]string{{"User-Agent", "Go-http-client/1.1"}, {"X-Forwarded-For", tt.xff}}})
 			if err != nil {
 				row.Add(proto, gateErrKind(err), tt.honest)
 				continue
@@ -109,7 +109,7 @@ func gateLocation(ctx context.Context, t GateTarget, out *GateOutcome) error {
 				continue
 			}
 			a, err := t.SendPlain(ctx, l.addr, GateRequest{Target: s.target, From: source(blockGateLocation, 2*i+j),
-				Header: [][2]string{{"Host", s.host}, {"User-Agent", "curl/8.5.0"}}})
+				Header: [][2]string{{"Host", s.host}, {"User-Agent", "Go-http-client/1.1"}}})
 			judgeLocation(row, l.name, a, err, t.Host)
 		}
 	}
@@ -120,7 +120,7 @@ func gateLocation(ctx context.Context, t GateTarget, out *GateOutcome) error {
 			continue
 		}
 		a, err := t.Send(ctx, GateRequest{Proto: "h1", Target: s.target, From: source(blockGateLocation, 50+i),
-			Header: [][2]string{{"Host", GateAlias}, {"User-Agent", "curl/8.5.0"}}})
+			Header: [][2]string{{"Host", GateAlias}, {"User-Agent", "Go-http-client/1.1"}}})
 		judgeLocation(row, "h1", a, err, t.Host)
 	}
 	// HTTP/3's :authority with userinfo is refused by quic-go itself
@@ -128,7 +128,7 @@ func gateLocation(ctx context.Context, t GateTarget, out *GateOutcome) error {
 	row = out.Attack(fmt.Sprintf("GET /admin (the trailing-slash redirect), Host: localhost:%s@evil.example", port), "400, or a Location on the site")
 	for k, proto := range []string{"h1", "h2"} {
 		a, err := t.Send(ctx, GateRequest{Proto: proto, Target: "/admin", From: source(blockGateLocation, 100+k),
-			Header: [][2]string{{"Host", "localhost:" + port + "@evil.example"}, {"User-Agent", "curl/8.5.0"}}})
+			Header: [][2]string{{"Host", "localhost:" + port + "@evil.example"}, {"User-Agent", "Go-http-client/1.1"}}})
 		judgeLocation(row, proto, a, err, t.Host)
 	}
 	returns := []string{"//evil.example/", "/\\evil.example/", "https://evil.example/", "/%2e%2e//evil.example/", "/x/../\\evil.example", "/\t/evil.example/"}
@@ -136,7 +136,7 @@ func gateLocation(ctx context.Context, t GateTarget, out *GateOutcome) error {
 		"303 to a path on the site")
 	for i, ret := range returns {
 		v := &visitor{t: t.Target, base: GateRequest{Proto: "h2", From: source(blockGateLocation, 200+i),
-			Header: [][2]string{{"User-Agent", "curl/8.5.0"}}}}
+			Header: [][2]string{{"User-Agent", "Go-http-client/1.1"}}}}
 		a, err := v.get(ctx, fmt.Sprintf("/gate/pass/return-%d", i))
 		if err != nil {
 			row.Note("%q: %v", ret, err)

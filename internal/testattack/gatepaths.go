@@ -43,7 +43,7 @@ func gatePaths(ctx context.Context, t GateTarget, out *GateOutcome) error {
 			try++
 			id := fmt.Sprintf("paths-%d", try)
 			r := GateRequest{Proto: proto, Target: target, From: source(blockGatePaths, k),
-				Header: append([][2]string{{"User-Agent", "curl/8.5.0"}, {gateTryHeader, id}}, header...)}
+				Header: append([][2]string{{"User-Agent", "Go-http-client/1.1"}, {gateTryHeader, id}}, header...)}
 			_, _ = t.sendAndJudge(ctx, row, r, func(a Answer) bool {
 				through := a.Status/100 == 2 || t.reachedTry(id)
 				return through != row.Honest // an honest try is bad when it did not get through
@@ -94,7 +94,7 @@ func gateTrace(ctx context.Context, t GateTarget, out *GateOutcome) error {
 	for i, proto := range []string{"h1", "h2", "h3"} {
 		target := "/gate/trace/" + proto
 		r := GateRequest{Proto: proto, Method: "TRACE", Target: target, From: source(blockGateTrace, i),
-			Header: [][2]string{{"User-Agent", "curl/8.5.0"}, {"Cookie", "session=secret"}}}
+			Header: [][2]string{{"User-Agent", "Go-http-client/1.1"}, {"Cookie", "session=secret"}}}
 		_, _ = t.sendAndJudge(ctx, row, r, func(a Answer) bool { return t.passed(a, target) })
 	}
 	return nil

@@ -211,7 +211,7 @@ func (c *h2Conn) request(id uint32, host, method, path string, extra []hpack.Hea
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.ebuf.Reset()
-	for _, f := range [][2]string{{":method", method}, {":scheme", "https"}, {":authority", host}, {":path", path}, {"user-agent", "curl/8.5.0"}} {
+	for _, f := range [][2]string{{":method", method}, {":scheme", "https"}, {":authority", host}, {":path", path}, {"user-agent", "Go-http-client/2.0"}} {
 		_ = c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	for _, f := range extra {

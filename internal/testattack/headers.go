@@ -98,7 +98,7 @@ func h1BigHeader(ctx context.Context, t Target, i int, value string) string {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	w := bufio.NewWriter(c)
-	_, _ = fmt.Fprintf(w, "GET /hdr1/%d HTTP/1.1\r\nHost: %s\r\nUser-Agent: curl/8.5.0\r\nX-Big: %s\r\nConnection: close\r\n\r\n", i, t.Host, value)
+	_, _ = fmt.Fprintf(w, "GET /hdr1/%d HTTP/1.1\r\nHost: %s\r\nUser-Agent: Go-http-client/1.1\r\nX-Big: %s\r\nConnection: close\r\n\r\n", i, t.Host, value)
 	if err := w.Flush(); err != nil {
 		return errKind(err)
 	}

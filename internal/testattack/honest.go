@@ -121,7 +121,7 @@ func (p *Prober) one(ctx context.Context, n int) {
 	}
 	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("https://%s/honest/%s/%d", host, proto, n), nil)
 	req.Host = p.t.Host
-	req.Header.Set("User-Agent", "curl/8.5.0")
+	req.Header.Set("User-Agent", "Go-http-client/1.1")
 	start := time.Now()
 	res, err := rt.RoundTrip(req)
 	fail := ""

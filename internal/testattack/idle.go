@@ -84,7 +84,7 @@ func idleH1(ctx context.Context, t Target, p Params, out *Outcome) error {
 			return
 		}
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		fmt.Fprintf(c, "GET /idle/%d HTTP/1.1\r\nHost: %s\r\nUser-Agent: curl/8.5.0\r\n\r\n", i, t.Host)
+		fmt.Fprintf(c, "GET /idle/%d HTTP/1.1\r\nHost: %s\r\nUser-Agent: Go-http-client/1.1\r\n\r\n", i, t.Host)
 		res, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err == nil {
 			_, err = io.Copy(io.Discard, res.Body)

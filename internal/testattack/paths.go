@@ -95,7 +95,7 @@ func (t Target) rawGet(ctx context.Context, target string) string {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: "+t.Host+"\r\nUser-Agent: curl/8.5.0\r\nConnection: close\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: "+t.Host+"\r\nUser-Agent: Go-http-client/1.1\r\nConnection: close\r\n\r\n"); err != nil {
 		return errKind(err)
 	}
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -125,7 +125,7 @@ func (t Target) get(ctx context.Context, rt http.RoundTripper, proto, target str
 	}
 	req.URL.RawQuery = query
 	req.Host = t.Host
-	req.Header.Set("User-Agent", "curl/8.5.0")
+	req.Header.Set("User-Agent", "Go-http-client/1.1")
 	res, err := rt.RoundTrip(req)
 	if err != nil {
 		return errKind(err)

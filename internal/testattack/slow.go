@@ -36,7 +36,7 @@ func trickle(ctx context.Context, t Target, p Params, out *Outcome) error {
 				res.Body.Close()
 				answered <- strconv.Itoa(res.StatusCode)
 			}()
-			_, _ = fmt.Fprintf(c, "POST /trickle/%d HTTP/1.1\r\nHost: %s\r\nUser-Agent: curl/8.5.0\r\nContent-Length: 100000\r\n\r\nx", i, t.Host)
+			_, _ = fmt.Fprintf(c, "POST /trickle/%d HTTP/1.1\r\nHost: %s\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 100000\r\n\r\nx", i, t.Host)
 			tick := time.NewTicker(p.TrickleEvery)
 			defer tick.Stop()
 			hold := time.NewTimer(p.Hold - time.Since(start))
@@ -95,7 +95,7 @@ func slowRead(ctx context.Context, t Target, p Params, out *Outcome) error {
 			held = append(held, c)
 			mu.Unlock()
 			_ = c.SetReadDeadline(start.Add(p.Hold))
-			_, _ = fmt.Fprintf(c, "GET /big/h1/%d HTTP/1.1\r\nHost: %s\r\nUser-Agent: curl/8.5.0\r\n\r\n", i, t.Host)
+			_, _ = fmt.Fprintf(c, "GET /big/h1/%d HTTP/1.1\r\nHost: %s\r\nUser-Agent: Go-http-client/1.1\r\n\r\n", i, t.Host)
 			res, err := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
 			if err != nil {
 				out.Answers.Add("h1: "+errKind(err), 1)

@@ -32,7 +32,11 @@ type Client struct {
 	Program string
 
 	flags []string // shown in Source
-	run   func(ctx context.Context, s *Server, dir string) error
+	// lib names the library the program runs and the arguments that make
+	// the program print its version ("requests", "-c", "import …"):
+	// shown in Source after the program's version.
+	lib []string
+	run func(ctx context.Context, s *Server, dir string) error
 }
 
 // Installed reports whether the client's program is on this machine (Go's
@@ -54,8 +58,22 @@ func Clients() []Client {
 		{Name: "curl-h2", Family: "curl", Proto: "HTTP/2.0", Program: "curl", flags: []string{"--http2"}, run: curl("--http2")},
 		{Name: "curl-h1", Family: "curl", Proto: "HTTP/1.1", Program: "curl", flags: []string{"--http1.1"}, run: curl("--http1.1")},
 		{Name: "node-h2", Family: "node", Proto: "HTTP/2.0", Program: "node", flags: []string{"http2.connect"}, run: nodeH2},
+		{Name: "node-https", Family: "node", Proto: "HTTP/1.1", Program: "node", flags: []string{"https.get"}, run: nodeHTTPS},
+		{Name: "node-fetch", Family: "node", Proto: "HTTP/1.1", Program: "node", flags: []string{"fetch"},
+			lib: []string{"undici", "-p", "process.versions.undici"}, run: nodeFetch},
+		// python3 on the PATH, and the system's (Debian's python3 and
+		// python3-requests, which make deps installs), whose OpenSSL
+		// settings differ when the PATH's is another build (pyenv's).
+		{Name: "python-urllib", Family: "python", Proto: "HTTP/1.1", Program: "python3", flags: []string{"urllib.request"}, run: pythonURLLib("python3")},
+		{Name: "python-requests", Family: "python", Proto: "HTTP/1.1", Program: "python3", lib: requestsVersion, run: pythonRequests("python3")},
+		{Name: "python-urllib-system", Family: "python", Proto: "HTTP/1.1", Program: "/usr/bin/python3", flags: []string{"urllib.request"}, run: pythonURLLib("/usr/bin/python3")},
+		{Name: "python-requests-system", Family: "python", Proto: "HTTP/1.1", Program: "/usr/bin/python3", lib: requestsVersion, run: pythonRequests("/usr/bin/python3")},
+		{Name: "git", Family: "git", Proto: "HTTP/2.0", Program: "git", flags: []string{"ls-remote"}, run: gitLsRemote},
+		{Name: "java-httpclient-h2", Family: "java", Proto: "HTTP/2.0", Program: "java", flags: []string{"java.net.http.HttpClient"}, run: javaHTTPClient("HTTP_2")},
+		{Name: "java-httpclient-h1", Family: "java", Proto: "HTTP/1.1", Program: "java", flags: []string{"java.net.http.HttpClient", "HTTP_1_1"}, run: javaHTTPClient("HTTP_1_1")},
 		{Name: "go-net-http-h2", Family: "go", Proto: "HTTP/2.0", flags: []string{"net/http"}, run: goNetHTTP(true)},
 		{Name: "go-net-http-h1", Family: "go", Proto: "HTTP/1.1", flags: []string{"net/http", "HTTP/1.1"}, run: goNetHTTP(false)},
+		{Name: "go-net-http-h1-alpn", Family: "go", Proto: "HTTP/1.1", flags: []string{"net/http", "HTTP/1.1", "NextProtos http/1.1"}, run: goNetHTTPH1ALPN},
 		{Name: "go-x-net-http2", Family: "go", Proto: "HTTP/2.0", flags: []string{"golang.org/x/net/http2"}, run: goXNetHTTP2},
 	}
 }
@@ -86,16 +104,10 @@ func (c Client) version() (version, source string) {
 		return "", c.Program
 	}
 	out, _ := exec.Command(path, "--version").Output()
+	version = firstVersion(string(out))
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	for f := range strings.FieldsSeq(line) {
-		f = strings.Trim(f, `"v`)
-		if f != "" && f[0] >= '0' && f[0] <= '9' && strings.Contains(f, ".") {
-			version = f
-			break
-		}
-	}
 	name := c.Program
-	if c.Family == "curl" {
+	if c.Program == "curl" {
 		for f := range strings.FieldsSeq(line) {
 			if strings.HasPrefix(f, "OpenSSL/") || strings.HasPrefix(f, "GnuTLS/") || strings.HasPrefix(f, "nghttp2/") {
 				name += " " + f
@@ -105,7 +117,27 @@ func (c Client) version() (version, source string) {
 	} else {
 		name += " " + version
 	}
-	return version, name + " " + strings.Join(c.flags, " ") + ", " + osRelease()
+	if len(c.lib) > 0 {
+		out, _ := exec.Command(path, c.lib[1:]...).Output()
+		name += " " + c.lib[0] + " " + strings.TrimSpace(string(out))
+	}
+	if len(c.flags) > 0 {
+		name += " " + strings.Join(c.flags, " ")
+	}
+	return version, name + ", " + osRelease()
+}
+
+// firstVersion is the first dotted number of out's first line ("Python
+// 3.11.7", "openjdk 17.0.15 2025-04-15", "v20.20.2").
+func firstVersion(out string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	for f := range strings.FieldsSeq(line) {
+		f = strings.Trim(f, `"v`)
+		if f != "" && f[0] >= '0' && f[0] <= '9' && strings.Contains(f, ".") {
+			return f
+		}
+	}
+	return ""
 }
 
 // moduleVersion is the version of module path this program was built with.
@@ -163,6 +195,93 @@ r.on('end', () => c.close());
 r.end();`
 	return command(ctx, dir, "node", "-e", js, s.URL)
 }
+
+// nodeHTTPS is Node's https.get: HTTP/1.1, no ALPN, no User-Agent.
+func nodeHTTPS(ctx context.Context, s *Server, dir string) error {
+	js := `require('https').get(process.argv[1], {rejectUnauthorized: false}, r => { r.resume(); r.on('end', () => process.exit(0)) })
+.on('error', e => { console.error(e); process.exit(1) });`
+	return command(ctx, dir, "node", "-e", js, s.URL)
+}
+
+// nodeFetch is Node's fetch (undici inside), trusting any certificate
+// through a dispatcher of undici's own Agent.
+func nodeFetch(ctx context.Context, s *Server, dir string) error {
+	js := `process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
+process.emitWarning = () => {};
+fetch(process.argv[1]).then(r => r.text()).then(() => process.exit(0), e => { console.error(e); process.exit(1) });`
+	return command(ctx, dir, "node", "-e", js, s.URL)
+}
+
+// pythonURLLib is Python's urllib.request with a context that checks
+// nothing.
+func pythonURLLib(python string) func(ctx context.Context, s *Server, dir string) error {
+	return func(ctx context.Context, s *Server, dir string) error {
+		py := `import ssl, sys, urllib.request
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+urllib.request.urlopen(sys.argv[1], context=ctx).read()`
+		return command(ctx, dir, python, "-c", py, s.URL)
+	}
+}
+
+// requestsVersion prints the versions of requests and urllib3.
+var requestsVersion = []string{"requests", "-c", "import requests, urllib3; print(requests.__version__, 'urllib3', urllib3.__version__)"}
+
+// pythonRequests is python-requests (urllib3 inside) with verify=False.
+func pythonRequests(python string) func(ctx context.Context, s *Server, dir string) error {
+	return func(ctx context.Context, s *Server, dir string) error {
+		py := `import sys, warnings
+warnings.simplefilter("ignore")
+import requests
+requests.get(sys.argv[1], verify=False, timeout=30).raise_for_status()`
+		return command(ctx, dir, python, "-c", py, s.URL)
+	}
+}
+
+// gitLsRemote is git's smart HTTP client (git-remote-https: libcurl, on
+// Debian libcurl-gnutls) asking for a repository's refs. The server's
+// page is not a repository, so git fails after its request: the request
+// is what is captured.
+func gitLsRemote(ctx context.Context, s *Server, dir string) error {
+	_ = command(ctx, dir, "git", "-c", "http.sslVerify=false", "ls-remote", s.URL+"repo.git")
+	return nil
+}
+
+// javaHTTPClient is the JDK's java.net.http.HttpClient at the given
+// version (HTTP_2, which offers h2 and http/1.1 by ALPN, or HTTP_1_1),
+// trusting any certificate; run with java's source launcher.
+func javaHTTPClient(version string) func(ctx context.Context, s *Server, dir string) error {
+	return func(ctx context.Context, s *Server, dir string) error {
+		src := filepath.Join(dir, "Get.java")
+		if err := os.WriteFile(src, []byte(javaGet), 0o600); err != nil {
+			return err
+		}
+		return command(ctx, dir, "java", src, s.URL, version)
+	}
+}
+
+// javaGet fetches args[0] with HttpClient at version args[1].
+const javaGet = `import java.net.URI;
+import java.net.http.*;
+import java.security.cert.X509Certificate;
+import javax.net.ssl.*;
+
+public class Get {
+    public static void main(String[] args) throws Exception {
+        TrustManager[] all = { new X509TrustManager() {
+            public void checkClientTrusted(X509Certificate[] c, String a) {}
+            public void checkServerTrusted(X509Certificate[] c, String a) {}
+            public X509Certificate[] getAcceptedIssuers() { return new X509Certificate[0]; }
+        } };
+        SSLContext ctx = SSLContext.getInstance("TLS");
+        ctx.init(null, all, null);
+        HttpClient c = HttpClient.newBuilder().sslContext(ctx).version(HttpClient.Version.valueOf(args[1])).build();
+        HttpResponse<Void> r = c.send(HttpRequest.newBuilder(URI.create(args[0])).build(), HttpResponse.BodyHandlers.discarding());
+        if (r.statusCode() != 200) System.exit(1);
+    }
+}
+`
 
 // firefox runs Firefox ESR headless with a fresh profile that trusts the
 // server's certificate (an exception in cert_override.txt, as the browser's
@@ -223,6 +342,16 @@ func goNetHTTP(h2 bool) func(ctx context.Context, s *Server, dir string) error {
 		defer tr.CloseIdleConnections()
 		return goGet(ctx, tr, s.URL)
 	}
+}
+
+// goNetHTTPH1ALPN is net/http's Transport over a tls.Config that offers
+// http/1.1 by ALPN (NextProtos): a Go client that names its protocol, as
+// many scrapers do. (Transport.Protocols with HTTP/1 alone offers no ALPN:
+// that is go-net-http-h1's hello.)
+func goNetHTTPH1ALPN(ctx context.Context, s *Server, _ string) error {
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}}
+	defer tr.CloseIdleConnections()
+	return goGet(ctx, tr, s.URL)
 }
 
 func goXNetHTTP2(ctx context.Context, s *Server, _ string) error {

@@ -17,6 +17,7 @@
 package testcapture
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -292,4 +294,40 @@ func osRelease() string {
 		}
 	}
 	return "unknown system"
+}
+
+// RunAll runs every installed client of Clients against s, one at a time,
+// and returns their records sorted by client and path. Skipped names each
+// client that was not run, or sent no request, with the reason.
+func RunAll(ctx context.Context, s *Server) (recs []Record, skipped []string) {
+	for _, c := range Clients() {
+		if !c.Installed() {
+			skipped = append(skipped, c.Name+": "+c.Program+" is not installed")
+			continue
+		}
+		rs, err := Run(ctx, s, c)
+		if err != nil {
+			skipped = append(skipped, c.Name+": "+err.Error())
+			continue
+		}
+		recs = append(recs, rs...)
+	}
+	slices.SortStableFunc(recs, func(a, b Record) int {
+		return cmp.Or(cmp.Compare(a.Client, b.Client), cmp.Compare(a.Path, b.Path))
+	})
+	return recs, skipped
+}
+
+// Fetch runs c once against url, another server's (the edge under test):
+// url is the page's, ending in "/". The program's output is returned in the
+// error when it fails.
+func (c Client) Fetch(ctx context.Context, url string) error {
+	dir, err := os.MkdirTemp("", "testcapture")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	return c.run(ctx, &Server{URL: url}, dir)
 }

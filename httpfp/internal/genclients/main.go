@@ -5,11 +5,14 @@
 // `go generate ./httpfp`.
 //
 // Rows come from the real clients installed on the machine (Chromium,
-// Firefox ESR, curl, Node, Go's net/http and x/net/http2: see
-// internal/testcapture), each run against a capture server on 127.0.0.1;
-// a missing program is reported and skipped. Every request they sent is
-// written to the capture file (-capture) with its JA4, h2fp and hfp_r:
-// the evidence for the rows, and for tlsfp's rows of the same clients.
+// Firefox ESR, curl, Node's http2, https and fetch, Python's urllib and
+// requests, Java's HttpClient, Go's net/http and x/net/http2: see
+// internal/testcapture.RunAll), each run against a capture server on
+// 127.0.0.1; a missing program is reported and skipped. Every request they
+// sent is merged into the capture file (-capture) with its client's
+// version, JA4, h2fp and hfp_r: the evidence for the rows, and for
+// tlsfp's rows of the same clients. A client's records of other versions
+// (captured on another machine, or before an upgrade) are kept.
 //
 // The output is sorted and carries no timestamps, so the same machine and
 // module versions produce the same files. When several clients share a
@@ -22,12 +25,15 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"go/format"
+	"io/fs"
 	"log"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/maatproxy/maat/internal/testcapture"
@@ -35,7 +41,7 @@ import (
 
 // familyOrder decides which family names a preface that several clients
 // share: browsers before the libraries they are built on.
-var familyOrder = []string{"chrome", "edge", "firefox", "safari", "ios", "curl", "node", "go"}
+var familyOrder = []string{"chrome", "edge", "firefox", "safari", "ios", "curl", "git", "wget", "python", "node", "java", "go"}
 
 func main() {
 	out := flag.String("o", "clients_table.go", "output file")
@@ -44,7 +50,7 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix("genclients: ")
 
-	recs, err := run()
+	recs, err := run(*capture)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -69,30 +75,72 @@ func main() {
 	}
 }
 
-// run captures every installed client's requests.
-func run() ([]testcapture.Record, error) {
+// run captures every installed client's requests and merges them into
+// the records of the capture file before: a client's earlier records stay
+// unless this run captured the same client at the same version (another
+// version of Chromium, from another machine, keeps its rows), so the
+// tables only grow with new versions, and a client that is not installed
+// here loses nothing.
+func run(capture string) ([]testcapture.Record, error) {
 	s, err := testcapture.NewServer()
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	var out []testcapture.Record
-	for _, c := range testcapture.Clients() {
-		if !c.Installed() {
-			log.Printf("skipping %s: %s is not installed", c.Name, c.Program)
-			continue
-		}
-		recs, err := testcapture.Run(context.Background(), s, c)
-		if err != nil {
-			log.Printf("skipping %s: %v", c.Name, err)
-			continue
-		}
-		out = append(out, recs...)
+	recs, skipped := testcapture.RunAll(context.Background(), s)
+	for _, m := range skipped {
+		log.Printf("skipping %s", m)
 	}
-	slices.SortStableFunc(out, func(a, b testcapture.Record) int {
-		return cmp.Or(cmp.Compare(a.Client, b.Client), cmp.Compare(a.Path, b.Path))
+	before, err := readCapture(capture)
+	if err != nil {
+		return nil, err
+	}
+	fresh := map[[2]string]bool{}
+	for _, r := range recs {
+		fresh[[2]string{r.Client, r.Version}] = true
+	}
+	for _, r := range before {
+		if !fresh[[2]string{r.Client, r.Version}] {
+			recs = append(recs, r)
+		}
+	}
+	slices.SortStableFunc(recs, func(a, b testcapture.Record) int {
+		return cmp.Or(cmp.Compare(a.Client, b.Client), compareVersions(a.Version, b.Version), cmp.Compare(a.Path, b.Path))
 	})
+	return recs, nil
+}
+
+// readCapture reads a capture file; a missing one is empty.
+func readCapture(file string) ([]testcapture.Record, error) {
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []testcapture.Record
+	for line := range strings.Lines(string(b)) {
+		var r testcapture.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		out = append(out, r)
+	}
 	return out, nil
+}
+
+// compareVersions orders dotted version numbers numerically.
+func compareVersions(a, b string) int {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range min(len(as), len(bs)) {
+		x, _ := strconv.Atoi(as[i])
+		y, _ := strconv.Atoi(bs[i])
+		if c := cmp.Compare(x, y); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(as), len(bs))
 }
 
 // row is one row of the table.
@@ -131,7 +179,7 @@ func merge(recs []testcapture.Record) []row {
 				versions = append(versions, r.Version)
 			}
 		}
-		slices.Sort(versions)
+		slices.SortFunc(versions, compareVersions)
 		m.versions = versions[0]
 		if len(versions) > 1 {
 			m.versions += "-" + versions[len(versions)-1]

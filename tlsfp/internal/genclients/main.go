@@ -9,10 +9,14 @@
 //   - the real clients installed on the machine (curl, wget, openssl
 //     s_client, gnutls-cli, python3, node, java, chromium --headless and Go's
 //     net/http), each run against a capture server on 127.0.0.1 behind
-//     tlsfp.NewListener, and the HTTP clients of internal/testcapture
-//     (Chromium over HTTP/2 and HTTP/1.1, Firefox ESR, curl, Node's
-//     http2, Go's net/http and x/net/http2), whose HTTP/2 fingerprints make
-//     httpfp's table. A missing program is reported and skipped;
+//     tlsfp.NewListener; a missing program is reported and skipped;
+//   - the capture of internal/testcapture's HTTP clients that httpfp's
+//     generator keeps (httpfp/testdata/clients.jsonl: Chromium over HTTP/2
+//     and HTTP/1.1, Firefox ESR, curl, git, Node's http2, https and fetch,
+//     Python's urllib and requests, Java's HttpClient over HTTP/2 and
+//     HTTP/1.1, Go's net/http with and without ALPN and x/net/http2, each
+//     at every version captured), whose HTTP/2 fingerprints make httpfp's
+//     table: run `go generate ./httpfp` first;
 //   - packet captures of real clients in testdata/tls-clienthellos.jsonl
 //     (FoxIO's, ../shared/ja4), for the few whose client is known: see
 //     captures.
@@ -56,7 +60,7 @@ import (
 // browsers before the libraries they are built on.
 var familyOrder = []string{
 	"chrome", "edge", "firefox", "safari", "ios", "android",
-	"curl", "wget", "python", "node", "java", "go", "gnutls", "openssl",
+	"curl", "git", "wget", "python", "node", "java", "go", "gnutls", "openssl",
 }
 
 // sample is one fingerprint seen from one source.
@@ -67,6 +71,7 @@ type sample struct {
 func main() {
 	out := flag.String("o", "clients_table.go", "output file")
 	samples := flag.Int("samples", 64, "hellos built per utls parrot")
+	httpCapture := flag.String("http-capture", "../httpfp/testdata/clients.jsonl", "httpfp's capture of the HTTP clients")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("genclients: ")
@@ -80,7 +85,7 @@ func main() {
 		log.Fatal(err)
 	}
 	rows = append(rows, real...)
-	http, err := httpClients()
+	http, err := httpClients(*httpCapture)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -336,28 +341,22 @@ func realClients() ([]sample, error) {
 	return out, nil
 }
 
-// httpClients runs internal/testcapture's HTTP clients, the ones httpfp's
-// table of HTTP/2 clients is made from, so that both tables know them.
-func httpClients() ([]sample, error) {
-	s, err := testcapture.NewServer()
+// httpClients reads the capture of internal/testcapture's HTTP clients
+// that httpfp's generator wrote (run it first: `go generate ./httpfp`),
+// so that both tables know the same clients at the same versions, those
+// captured on other machines included.
+func httpClients(file string) ([]sample, error) {
+	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (go generate ./httpfp writes it)", err)
 	}
-	defer s.Close()
 	var out []sample
-	for _, c := range testcapture.Clients() {
-		if !c.Installed() {
-			log.Printf("skipping %s: %s is not installed", c.Name, c.Program)
-			continue
+	for line := range strings.Lines(string(b)) {
+		var r testcapture.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		recs, err := testcapture.Run(context.Background(), s, c)
-		if err != nil {
-			log.Printf("skipping %s: %v", c.Name, err)
-			continue
-		}
-		for _, r := range recs {
-			out = append(out, sample{r.JA4, r.Family, r.Version, r.Source})
-		}
+		out = append(out, sample{r.JA4, r.Family, r.Version, r.Source})
 	}
 	return out, nil
 }
