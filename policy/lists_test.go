@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -377,5 +378,43 @@ func TestClientLies(t *testing.T) {
 				t.Errorf("got %s %q, want ALLOW by %q\n%s", d.Action, d.Rule, tt.rule, p.Explain(r))
 			}
 		})
+	}
+}
+
+// TestStormPolicyFile: bench/storm/storm-policy.yaml, the pattern
+// docs/policy.md shows for scripts in a storm, loads; in a storm an honest
+// curl is counted in its JA4's bucket (RATE), on a calm day it passes by
+// the default policy's own rule, and a lie is challenged either way.
+func TestStormPolicyFile(t *testing.T) {
+	t.Parallel()
+	p, err := Load(filepath.Join("..", "bench", "storm", "storm-policy.yaml"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.UsesPressure() {
+		t.Error("the storm policy reads storm, but UsesPressure says no")
+	}
+	for _, tt := range []struct {
+		name, ua, family string
+		storm            bool
+		action           Action
+		rule             string
+	}{
+		{"curl, calm", "curl/7.88.1", "curl", false, ALLOW, "curl"},
+		{"curl, storm", "curl/7.88.1", "curl", true, RATE, "tools-in-storm"},
+		{"Go, storm", "Go-http-client/2.0", "go", true, RATE, "tools-in-storm"},
+		{"python-requests over Go's TLS, calm", "python-requests/2.28.1", "go", false, CHALLENGE, "lie-first"},
+		{"python-requests over Go's TLS, storm", "python-requests/2.28.1", "go", true, CHALLENGE, "lie-first"},
+		{"git, storm", "git/2.39.5", "gnutls", true, ALLOW, "git"},
+	} {
+		r := monitorRequest(tt.ua, tt.family)
+		r.Storm = tt.storm
+		if tt.storm {
+			r.Pressure = 1
+		}
+		d := p.Evaluate(r)
+		if d.Action != tt.action || d.Rule != tt.rule {
+			t.Errorf("%s: %s by %q, want %s by %q\n%s", tt.name, d.Action, d.Rule, tt.action, tt.rule, p.Explain(r))
+		}
 	}
 }
