@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/maatproxy/maat/internal/testproc"
 )
 
 // sources are the client addresses connections come from: 127.0.0.2 and
@@ -218,7 +220,7 @@ func getH2(ctx context.Context, cc *http.ClientConn) error {
 // settledRSS reads the front's resident memory until two readings a
 // second apart differ by less than 1%, or 10 seconds pass.
 func settledRSS(ctx context.Context, f *front) (int64, error) {
-	last, err := rssTotal(f.pids())
+	last, err := testproc.RSSTotal(f.pids())
 	if err != nil {
 		return 0, err
 	}
@@ -228,7 +230,7 @@ func settledRSS(ctx context.Context, f *front) (int64, error) {
 			return 0, ctx.Err()
 		case <-time.After(time.Second):
 		}
-		now, err := rssTotal(f.pids())
+		now, err := testproc.RSSTotal(f.pids())
 		if err != nil {
 			return 0, err
 		}

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/maatproxy/maat/internal/testproc"
 )
 
 // bodySize is the upstream's answer: 1 KiB, a small page or API answer.
@@ -48,7 +50,7 @@ type front struct {
 }
 
 // pids returns the process and its children, read now.
-func (f *front) pids() []int { return family(f.cmd.Process.Pid) }
+func (f *front) pids() []int { return testproc.Family(f.cmd.Process.Pid) }
 
 // writeCert makes a self-signed ECDSA P-256 certificate for localhost, as
 // every front serves.

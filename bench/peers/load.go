@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/maatproxy/maat/internal/testproc"
 )
 
 // sample is one measured run against one front.
@@ -33,7 +35,7 @@ func (s sample) cpuPer() float64 {
 // measure runs load against f and adds the front's CPU time over it.
 func measure(f *front, load func() (sample, error)) (sample, error) {
 	pids := f.pids()
-	before, err := cpuTotal(pids)
+	before, err := testproc.CPUTotal(pids)
 	if err != nil {
 		return sample{}, err
 	}
@@ -41,7 +43,7 @@ func measure(f *front, load func() (sample, error)) (sample, error) {
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: %w", f.name, err)
 	}
-	after, err := cpuTotal(pids)
+	after, err := testproc.CPUTotal(pids)
 	if err != nil {
 		return sample{}, err
 	}

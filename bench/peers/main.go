@@ -10,6 +10,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/maatproxy/maat/internal/testproc"
 )
 
 func main() {
@@ -119,7 +121,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fronts = append(fronts, f)
 	}
 	fmt.Fprintf(out, "peers: %d cores, load average %s at start; upstream nginx serving %d bytes\n",
-		numCPU(), loadAvg(), bodySize)
+		numCPU(), testproc.LoadAvg(), bodySize)
 	if o.only == "" || o.only == "load" {
 		if err := loadTables(ctx, out, fronts, o); err != nil {
 			return err
@@ -135,7 +137,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "load average %s at the end\n", loadAvg())
+	fmt.Fprintf(out, "load average %s at the end\n", testproc.LoadAvg())
 	return nil
 }
 

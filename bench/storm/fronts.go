@@ -30,6 +30,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/maatproxy/maat/internal/testattack"
+	"github.com/maatproxy/maat/internal/testproc"
 )
 
 // front is one front in the run: where it listens, how to tell and solve
@@ -54,7 +55,7 @@ type front struct {
 func (f *front) cpu() time.Duration {
 	var sum time.Duration
 	for _, pid := range f.procs() {
-		if c, err := cpuOf(pid); err == nil {
+		if c, err := testproc.CPUOf(pid); err == nil {
 			sum += c
 		}
 	}
@@ -369,7 +370,7 @@ func startNginx(ctx context.Context, bin, dir, backend string, rate, burst int, 
 	pid := p.cmd.Process.Pid
 	name := fmt.Sprintf("nginx, limit_req %d r/s per IP", rate)
 	return &front{name: name, addr: addr, host: "localhost",
-		procs: func() []int { return append([]int{pid}, children(pid)...) }, stop: p.stop,
+		procs: func() []int { return append([]int{pid}, testproc.Children(pid)...) }, stop: p.stop,
 		isChallenge: func(answer) bool { return false },
 		solve:       func(context.Context, *person, answer, time.Duration) error { return nil },
 	}, nil

@@ -44,6 +44,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/maatproxy/maat/internal/testproc"
 )
 
 func main() {
@@ -194,7 +196,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer up.close()
-	load := loadAvg()
+	load := testproc.LoadAvg()
 	var results []result
 	for _, name := range []string{"nginx", "anubis", "maat"} {
 		if !strings.Contains(o.fronts, name) {
@@ -223,7 +225,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		results = append(results, r)
 	}
-	writeTable(stdout, o, results, load, loadAvg())
+	writeTable(stdout, o, results, load, testproc.LoadAvg())
 	return nil
 }
 

@@ -1,4 +1,8 @@
-package main
+// Package testproc reads what the benchmarks under bench/ measure of the
+// processes they drive, from Linux's /proc: CPU time, resident memory,
+// children, the load average. It is test and benchmark support; the
+// binary never imports it.
+package testproc
 
 import (
 	"bytes"
@@ -15,7 +19,7 @@ import (
 // /proc/<pid>/stat: 100 on every architecture Go supports on Linux.
 const clockTick = 100
 
-var errStat = errors.New("peers: unreadable /proc stat line")
+var errStat = errors.New("testproc: unreadable /proc stat line")
 
 // statFields returns the fields of a /proc/<pid>/stat line after the
 // command name (which may hold spaces and parentheses): field 3 of
@@ -32,17 +36,17 @@ func statFields(line []byte) ([]string, error) {
 	return f, nil
 }
 
-// cpuOf returns the CPU time (user and system) a process has used.
-func cpuOf(pid int) (time.Duration, error) {
+// CPUOf returns the CPU time (user and system) a process has used.
+func CPUOf(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
-	return cpuFromStat(b)
+	return CPUFromStat(b)
 }
 
-// cpuFromStat reads utime and stime (fields 14 and 15 of proc(5)).
-func cpuFromStat(line []byte) (time.Duration, error) {
+// CPUFromStat reads utime and stime (fields 14 and 15 of proc(5)).
+func CPUFromStat(line []byte) (time.Duration, error) {
 	f, err := statFields(line)
 	if err != nil {
 		return 0, err
@@ -55,8 +59,8 @@ func cpuFromStat(line []byte) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / clockTick, nil
 }
 
-// children returns the processes whose parent is pid (nginx's workers).
-func children(pid int) []int {
+// Children returns the processes whose parent is pid (nginx's workers).
+func Children(pid int) []int {
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
 	var out []int
 	for _, p := range paths {
@@ -76,15 +80,15 @@ func children(pid int) []int {
 	return out
 }
 
-// family is a process and its children: nginx's master and workers, or
+// Family is a process and its children: nginx's master and workers, or
 // one Go process.
-func family(pid int) []int { return append([]int{pid}, children(pid)...) }
+func Family(pid int) []int { return append([]int{pid}, Children(pid)...) }
 
-// cpuTotal is the CPU time of a process family.
-func cpuTotal(pids []int) (time.Duration, error) {
+// CPUTotal is the CPU time of a process family.
+func CPUTotal(pids []int) (time.Duration, error) {
 	var sum time.Duration
 	for _, p := range pids {
-		d, err := cpuOf(p)
+		d, err := CPUOf(p)
 		if err != nil {
 			return 0, err
 		}
@@ -93,15 +97,15 @@ func cpuTotal(pids []int) (time.Duration, error) {
 	return sum, nil
 }
 
-// rssTotal is the resident memory of a process family, in bytes (VmRSS).
-func rssTotal(pids []int) (int64, error) {
+// RSSTotal is the resident memory of a process family, in bytes (VmRSS).
+func RSSTotal(pids []int) (int64, error) {
 	var sum int64
 	for _, p := range pids {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
 		if err != nil {
 			return 0, err
 		}
-		kb, err := vmRSS(b)
+		kb, err := VmRSS(b)
 		if err != nil {
 			return 0, err
 		}
@@ -110,8 +114,8 @@ func rssTotal(pids []int) (int64, error) {
 	return sum, nil
 }
 
-// vmRSS reads the VmRSS line of /proc/<pid>/status, in KiB.
-func vmRSS(status []byte) (int64, error) {
+// VmRSS reads the VmRSS line of /proc/<pid>/status, in KiB.
+func VmRSS(status []byte) (int64, error) {
 	for line := range bytes.SplitSeq(status, []byte("\n")) {
 		rest, ok := bytes.CutPrefix(line, []byte("VmRSS:"))
 		if !ok {
@@ -123,11 +127,11 @@ func vmRSS(status []byte) (int64, error) {
 		}
 		return strconv.ParseInt(f[0], 10, 64)
 	}
-	return 0, errors.New("peers: no VmRSS in /proc status")
+	return 0, errors.New("testproc: no VmRSS in /proc status")
 }
 
-// loadAvg is the first three fields of /proc/loadavg.
-func loadAvg() string {
+// LoadAvg is the first three fields of /proc/loadavg.
+func LoadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "?"
