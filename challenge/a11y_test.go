@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,12 +13,8 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
-	"github.com/maatproxy/maat/internal/testenv"
+	"github.com/maatproxy/maat/internal/testaxe"
 )
-
-// axeVersion is the axe-core release the accessibility scan uses, installed
-// from the npm registry into the user's cache on first use.
-const axeVersion = "4.14.1"
 
 // screenshotsAndAxe takes screenshots of the pages in several languages and
 // scans them with axe-core: the challenge (left-to-right and right-to-left),
@@ -128,33 +123,8 @@ func artifactDir(t *testing.T) string {
 	return dir
 }
 
-// axeSource returns axe.min.js, installing axe-core with npm into the user
-// cache directory when it is not there yet. Without npm (or the registry),
-// it ends the test the testenv way.
-func axeSource(t *testing.T) string {
-	t.Helper()
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	prefix := filepath.Join(cache, "maat-test", "axe-core-"+axeVersion)
-	file := filepath.Join(prefix, "node_modules", "axe-core", "axe.min.js")
-	if b, err := os.ReadFile(file); err == nil {
-		return string(b)
-	}
-	npm := testenv.NeedCommand(t, "npm")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--prefix", prefix, "--no-audit", "--no-fund", "--silent", "axe-core@"+axeVersion)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		testenv.Missing(t, "npm install axe-core@%s: %v\n%s", axeVersion, err, out)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+// axeSource returns axe.min.js (internal/testaxe installs it).
+func axeSource(t *testing.T) string { return testaxe.Source(t) }
 
 type axeViolation struct {
 	ID     string `json:"id"`
