@@ -109,7 +109,6 @@ type bot struct {
 	tally    *botTally
 	timeout  time.Duration
 	curl     string // the curl binary, for kindCurl
-	curlNice int    // nice(1) increment of its processes; 0 = none
 	conc     int    // requests in flight at most
 }
 
@@ -320,9 +319,6 @@ func (b *bot) runCurl(ctx context.Context, from net.IP, seq, first int) {
 		args = append(args, "-o", "/dev/null", fmt.Sprintf("https://%s:%s/b/curl/%d/%d/%d", b.front.host, port, seq, n, due[j]))
 	}
 	cmd := exec.CommandContext(ctx, b.curl, args...)
-	if nice, err := exec.LookPath("nice"); err == nil && b.curlNice != 0 {
-		cmd = exec.CommandContext(ctx, nice, append([]string{"-n", strconv.Itoa(b.curlNice), b.curl}, args...)...)
-	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return

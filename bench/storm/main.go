@@ -65,7 +65,6 @@ type options struct {
 	src, edge, nginx, anubis, curl string
 	maatConfig                     string
 	fronts                         string
-	curlNice                       int // nice(1) increment of the curl bots' processes
 
 	people      int
 	passShare   float64
@@ -101,7 +100,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.nginx, "nginx", "", "nginx binary: adds nginx with a per-IP limit_req, and is Anubis's TLS front")
 	fs.StringVar(&o.anubis, "anubis", "", "Anubis binary (needs -nginx): adds Anubis behind nginx")
 	fs.StringVar(&o.curl, "curl", "curl", "the curl binary of the curl bots (\"none\" = no curl bots)")
-	fs.IntVar(&o.curlNice, "curl-nice", 10, "nice(1) increment of the curl bots' processes: starting a curl process per bot address costs the harness more CPU than the front spends on it, taken from the front and the people on a machine of few cores (0 = as any process)")
 	fs.StringVar(&o.maatConfig, "maat-config", "", "YAML merged over the edge's configuration, e.g. 'challenge: {when: storm}'")
 	fs.StringVar(&o.fronts, "fronts", "maat,nginx,anubis", "the fronts to run, of those whose binaries are given")
 	fs.IntVar(&o.people, "people", 40, "people browsing")
@@ -338,7 +336,7 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 		for b := range o.bots {
 			ki := b % len(kinds)
 			nth := b / len(kinds)
-			bt := &bot{k: kinds[ki], interval: interval, perAddr: o.perAddr, front: f, tally: r.bots, timeout: o.timeout, curl: o.curl, curlNice: o.curlNice, conc: o.botConc}
+			bt := &bot{k: kinds[ki], interval: interval, perAddr: o.perAddr, front: f, tally: r.bots, timeout: o.timeout, curl: o.curl, conc: o.botConc}
 			for j := nth; j < perKind; j += botsOf[ki] {
 				bt.addrs = append(bt.addrs, botAddr(bt.k, j, perKind))
 			}
