@@ -246,8 +246,8 @@ type result struct {
 	// cpuCalm, cpuStorm are the front's CPU time over each phase.
 	cpuCalm, cpuStorm time.Duration
 	// harnessCPU is this process's and its curl children's CPU time over
-	// the storm: on a machine of few cores, what the clients cost is taken
-	// from the front.
+	// the storm and its last answers: on a machine of few cores, what the
+	// clients cost is taken from the front.
 	harnessCPU time.Duration
 	// inForce is the time from the storm's start to the end of the first
 	// second the bots' share reaching the upstream fell below the
@@ -293,6 +293,7 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 	// The bots, whose curl processes start now, before the measured
 	// phases: starting them is not the storm's.
 	var bots []*bot
+	var curlStart time.Duration // the curl processes' CPU before the storm
 	interval := time.Duration(float64(o.bots) / o.botRate * float64(time.Second))
 	if len(kinds) > 0 && o.bots > 0 {
 		perKind := o.addrs / len(kinds)
@@ -320,10 +321,12 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 			}
 			bots = append(bots, bt)
 		}
-		// Their start-up (loading curl and its libraries) done, too.
+		// Their start-up (loading curl and its libraries) done, too, and
+		// its CPU time kept, not to count it as the storm's.
 		for _, bt := range bots {
 			if bt.proc != nil {
 				waitReading(bt.proc.cmd.Process.Pid, 10*time.Second)
+				curlStart += procCPU(bt.proc.cmd.Process.Pid)
 			}
 		}
 	}
@@ -381,9 +384,12 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 	}
 	sleepUntil(ctx, start.Add(o.storm))
 	cpu2 := f.cpu()
-	r.harnessCPU = selfCPU() - self1
 	stop()
 	bwg.Wait()
+	// Once every curl process has ended and been waited for (its CPU is
+	// the children's then), less their start-up before the storm; with
+	// the bots' last answers after the storm's end.
+	r.harnessCPU = selfCPU() - self1 - curlStart
 	wg.Wait()
 	// Read once every bot has stopped: a request counts on both sides.
 	for k := range numKinds {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,4 +40,21 @@ func waitReading(pid int, limit time.Duration) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling /proc: nothing to wait on
 	}
+}
+
+// procCPU is process pid's CPU time so far (Linux's /proc/PID/stat, in
+// ticks of 1/100 s); 0 where /proc does not tell.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
