@@ -355,7 +355,7 @@ func (b *bot) runCurl(ctx context.Context, seq int) {
 				cfg.WriteString("--next\n")
 			}
 			from := b.addrs[(j/b.perAddr)%len(b.addrs)]
-			fmt.Fprintf(&cfg, "--insecure\n--http2\n--interface %s\n--resolve %s\n--max-time %d\n--write-out \"%%{http_code}\\n\"\n",
+			fmt.Fprintf(&cfg, "--insecure\n--no-sessionid\n--http2\n--interface %s\n--resolve %s\n--max-time %d\n--write-out \"%%{http_code}\\n\"\n",
 				from, curlQuote(b.front.host+":"+port+":"+host), int(b.timeout/time.Second))
 		}
 		due = append(due, at.Milliseconds())
