@@ -110,6 +110,9 @@ type bot struct {
 	timeout  time.Duration
 	curl     string // the curl binary, for kindCurl
 	conc     int    // requests in flight at most
+	// until is the storm's end: a curl bot is given the URLs due before it.
+	until time.Time
+	proc  *curlProc // a curl bot's process, from startCurl until run
 }
 
 var (
@@ -136,36 +139,13 @@ func (b *bot) run(ctx context.Context, seq int) {
 	n := 0
 	next := time.Now()
 	slots := make(chan struct{}, b.conc)
-	curlSlots := make(chan struct{}, min(b.conc, curlConc))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for i := 0; ctx.Err() == nil; i++ {
 		from := b.addrs[i%len(b.addrs)]
 		if b.k == kindCurl {
-			// One curl process per address, each at the bot's pace;
-			// the next starts when its turn comes, even while the last
-			// still waits for answers, with at most curlConc running.
-			if !sleepUntil(ctx, next) {
-				break
-			}
-			next = next.Add(time.Duration(b.perAddr) * b.interval)
-			select {
-			case curlSlots <- struct{}{}:
-			case <-ctx.Done():
-				continue
-			}
-			if now := time.Now(); next.Before(now) {
-				next = now
-			}
-			first := n
-			n += b.perAddr
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-curlSlots }()
-				b.runCurl(ctx, from, seq, first)
-			}()
-			continue
+			b.runCurl(ctx, seq)
+			return
 		}
 		rt, closeIdle := b.transport(from)
 		for j := 0; j < b.perAddr && ctx.Err() == nil; j++ {
@@ -294,39 +274,107 @@ func (b *bot) transport(from net.IP) (http.RoundTripper, func()) {
 	}
 }
 
-// curlConc bounds a curl bot's processes running at once.
-const curlConc = 2
+// A curl bot is one curl process for the whole storm, started before the
+// measured phases (startCurl) and waiting for its configuration on its
+// standard input: the URLs of all its addresses, perAddr from each in
+// turn (--next between two addresses: a connection from each), one
+// transfer at a time at the bot's pace (--rate). One process per address,
+// as the bots once had, started ~40 curl processes a second during the
+// storm, with up to ~450 running: their CPU (~40 s over a 20 s storm)
+// took the two cores from the front and the people (run queue 40–100,
+// no idle time), starving the people (p50 10 s) whatever the front did.
+// One transfer at a time: an answer slower than the interval delays the
+// bot's next request (curl has no --rate for parallel transfers).
+type curlProc struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out io.ReadCloser
+}
 
-// runCurl runs one curl process from from for perAddr URLs at the bot's
-// pace (--rate), over one connection, and tallies the statuses it prints
-// (000 for a failed transfer). The process is not cut when ctx ends, so
-// that every URL it was given is counted: it ends by itself, within
-// perAddr intervals and time limits.
-func (b *bot) runCurl(ctx context.Context, from net.IP, seq, first int) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(b.perAddr)*(b.interval+b.timeout)+time.Minute)
-	defer cancel()
-	host, port, _ := net.SplitHostPort(b.front.addr)
-	perMin := max(1, int(time.Minute/b.interval))
-	args := []string{"-sk", "--http2", "--interface", from.String(), "--resolve", b.front.host + ":" + port + ":" + host,
-		"--max-time", strconv.Itoa(int(b.timeout / time.Second)), "--rate", strconv.Itoa(perMin) + "/m",
-		"-w", "%{http_code}\n"}
-	// curl sends at its --rate: each URL carries when it is due.
-	t0 := time.Since(b.tally.start)
-	due := make([]int64, b.perAddr)
-	for j := range b.perAddr {
-		n := first + j + 1
-		due[j] = (t0 + time.Duration(j)*time.Minute/time.Duration(perMin)).Milliseconds()
-		args = append(args, "-o", "/dev/null", fmt.Sprintf("https://%s:%s/b/curl/%d/%d/%d", b.front.host, port, seq, n, due[j]))
+// startCurl starts the bot's curl process, which waits for its
+// configuration until run (runCurl) or abandonCurl.
+func (b *bot) startCurl() error {
+	cmd := exec.Command(b.curl, "--config", "-")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
 	}
-	cmd := exec.CommandContext(ctx, b.curl, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return
+		return err
 	}
 	if err := cmd.Start(); err != nil {
+		return err
+	}
+	b.proc = &curlProc{cmd: cmd, in: in, out: out}
+	return nil
+}
+
+// abandonCurl ends the bot's curl process when the bot never ran: an
+// empty configuration, on which curl ends at once.
+func (b *bot) abandonCurl() {
+	if b.proc == nil {
 		return
 	}
-	sc := bufio.NewScanner(out)
+	b.proc.in.Close()
+	_, _ = io.Copy(io.Discard, b.proc.out)
+	_ = b.proc.cmd.Wait()
+	b.proc = nil
+}
+
+// curlQuote is s as a quoted string of curl's configuration.
+func curlQuote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// runCurl hands the bot's curl process its URLs, those due before the
+// storm's end (b.until), and tallies the statuses it prints (000 for a
+// failed transfer). The process is not cut when ctx ends, so that every
+// URL it was given is counted: it ends by itself, within its URLs'
+// intervals and time limits.
+func (b *bot) runCurl(ctx context.Context, seq int) {
+	p := b.proc
+	if p == nil {
+		return
+	}
+	b.proc = nil
+	host, port, _ := net.SplitHostPort(b.front.addr)
+	perMin := max(1, int(time.Minute/b.interval))
+	every := time.Minute / time.Duration(perMin)
+	t0 := time.Since(b.tally.start)
+	var due []int64
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "--silent\n--rate %d/m\n", perMin)
+	for j := 0; ctx.Err() == nil; j++ {
+		at := t0 + time.Duration(j)*every
+		if !b.until.IsZero() && b.tally.start.Add(at).After(b.until) {
+			break
+		}
+		if j%b.perAddr == 0 {
+			if j > 0 {
+				cfg.WriteString("--next\n")
+			}
+			from := b.addrs[(j/b.perAddr)%len(b.addrs)]
+			fmt.Fprintf(&cfg, "--insecure\n--no-sessionid\n--http2\n--interface %s\n--resolve %s\n--max-time %d\n--write-out \"%%{http_code}\\n\"\n",
+				from, curlQuote(b.front.host+":"+port+":"+host), int(b.timeout/time.Second))
+		}
+		due = append(due, at.Milliseconds())
+		fmt.Fprintf(&cfg, "--url %s\n--output /dev/null\n", curlQuote(fmt.Sprintf("https://%s:%s/b/curl/%d/%d/%d", b.front.host, port, seq, j+1, due[j])))
+	}
+	if len(due) == 0 {
+		p.in.Close()
+		_, _ = io.Copy(io.Discard, p.out)
+		_ = p.cmd.Wait()
+		return
+	}
+	// Past its URLs' intervals and time limits, the process is killed.
+	limit := time.AfterFunc(time.Duration(len(due))*every+b.timeout+time.Minute, func() { _ = p.cmd.Process.Kill() })
+	defer limit.Stop()
+	go func() {
+		_, _ = io.WriteString(p.in, cfg.String())
+		p.in.Close()
+	}()
+	sc := bufio.NewScanner(p.out)
 	got := 0
 	for sc.Scan() {
 		status, _ := strconv.Atoi(strings.TrimSpace(sc.Text()))
@@ -335,8 +383,8 @@ func (b *bot) runCurl(ctx context.Context, from net.IP, seq, first int) {
 		}
 		got++
 	}
-	_ = cmd.Wait()
-	for ; got < b.perAddr; got++ { // killed: the rest count as sent and failed
+	_ = p.cmd.Wait()
+	for ; got < len(due); got++ { // killed: the rest count as sent and failed
 		b.tally.add(kindCurl, due[got], 0, nil)
 		b.tally.cut[kindCurl].Add(1)
 	}

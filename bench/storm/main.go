@@ -109,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.addrs, "addrs", 2000, "the bots' addresses (each its own /24), shared evenly among -kinds")
 	fs.Float64Var(&o.botRate, "rate", 400, "the bots' requests a second, all together")
 	fs.IntVar(&o.perAddr, "per-addr", 10, "a bot's requests from one address (one keep-alive connection) before it moves to the next")
-	fs.IntVar(&o.botConc, "bot-conc", 4, "a bot's requests in flight at most (curl bots: processes, at most 2, each sending one request at a time); past that it waits")
+	fs.IntVar(&o.botConc, "bot-conc", 4, "a bot's requests in flight at most (curl bots: one, a single curl process sending one request at a time); past that it waits")
 	fs.StringVar(&o.kinds, "kinds", strings.Join(kindNames[:], ","), "the bot kinds")
 	fs.IntVar(&o.slots, "slots", 8, "the upstream's capacity: requests it serves at a time")
 	fs.Float64Var(&o.upstreamRate, "upstream-rate", 200, "the upstream's requests a second at capacity (service time = slots/rate)")
@@ -246,8 +246,8 @@ type result struct {
 	// cpuCalm, cpuStorm are the front's CPU time over each phase.
 	cpuCalm, cpuStorm time.Duration
 	// harnessCPU is this process's and its curl children's CPU time over
-	// the storm: on a machine of few cores, what the clients cost is taken
-	// from the front.
+	// the storm and its last answers: on a machine of few cores, what the
+	// clients cost is taken from the front.
 	harnessCPU time.Duration
 	// inForce is the time from the storm's start to the end of the first
 	// second the bots' share reaching the upstream fell below the
@@ -290,6 +290,47 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 	}
 	fmt.Fprintf(stderr, "  warm-up: %d of %d people %s pass\n", r.people.passes, nPass, how)
 
+	// The bots, whose curl processes start now, before the measured
+	// phases: starting them is not the storm's.
+	var bots []*bot
+	var curlStart time.Duration // the curl processes' CPU before the storm
+	interval := time.Duration(float64(o.bots) / o.botRate * float64(time.Second))
+	if len(kinds) > 0 && o.bots > 0 {
+		perKind := o.addrs / len(kinds)
+		botsOf := make([]int, len(kinds))
+		for b := range o.bots {
+			botsOf[b%len(kinds)]++
+		}
+		for b := range o.bots {
+			ki := b % len(kinds)
+			nth := b / len(kinds)
+			bt := &bot{k: kinds[ki], interval: interval, perAddr: o.perAddr, front: f, tally: r.bots, timeout: o.timeout, curl: o.curl, conc: o.botConc}
+			for j := nth; j < perKind; j += botsOf[ki] {
+				bt.addrs = append(bt.addrs, botAddr(bt.k, j, perKind))
+			}
+			if len(bt.addrs) == 0 {
+				bt.addrs = append(bt.addrs, botAddr(bt.k, nth%max(1, perKind), perKind))
+			}
+			if bt.k == kindCurl {
+				if err := bt.startCurl(); err != nil {
+					for _, bt := range bots {
+						bt.abandonCurl()
+					}
+					return r, fmt.Errorf("starting curl: %w", err)
+				}
+			}
+			bots = append(bots, bt)
+		}
+		// Their start-up (loading curl and its libraries) done, too, and
+		// its CPU time kept, not to count it as the storm's.
+		for _, bt := range bots {
+			if bt.proc != nil {
+				waitReading(bt.proc.cmd.Process.Pid, 10*time.Second)
+				curlStart += procCPU(bt.proc.cmd.Process.Pid)
+			}
+		}
+	}
+
 	run, stop := context.WithCancel(ctx)
 	defer stop()
 	ck.set(phaseCalm)
@@ -316,6 +357,9 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 	if o.calm > 0 && !sleepUntil(ctx, time.Now().Add(o.calm)) {
 		stop()
 		wg.Wait()
+		for _, bt := range bots {
+			bt.abandonCurl()
+		}
 		return r, ctx.Err()
 	}
 	cpu1 := f.cpu()
@@ -326,38 +370,26 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 	start := time.Now()
 	r.bots.start = start
 	var bwg sync.WaitGroup
-	if len(kinds) > 0 && o.bots > 0 {
-		perKind := o.addrs / len(kinds)
-		botsOf := make([]int, len(kinds))
-		for b := range o.bots {
-			botsOf[b%len(kinds)]++
-		}
-		interval := time.Duration(float64(o.bots) / o.botRate * float64(time.Second))
-		for b := range o.bots {
-			ki := b % len(kinds)
-			nth := b / len(kinds)
-			bt := &bot{k: kinds[ki], interval: interval, perAddr: o.perAddr, front: f, tally: r.bots, timeout: o.timeout, curl: o.curl, conc: o.botConc}
-			for j := nth; j < perKind; j += botsOf[ki] {
-				bt.addrs = append(bt.addrs, botAddr(bt.k, j, perKind))
+	for b, bt := range bots {
+		bt.until = start.Add(o.storm)
+		bwg.Add(1)
+		go func() {
+			defer bwg.Done()
+			// Spread the bots' first requests over one interval.
+			if sleepUntil(run, start.Add(interval*time.Duration(b)/time.Duration(o.bots))) {
+				bt.run(run, b)
 			}
-			if len(bt.addrs) == 0 {
-				bt.addrs = append(bt.addrs, botAddr(bt.k, nth%max(1, perKind), perKind))
-			}
-			bwg.Add(1)
-			go func() {
-				defer bwg.Done()
-				// Spread the bots' first requests over one interval.
-				if sleepUntil(run, start.Add(interval*time.Duration(b)/time.Duration(o.bots))) {
-					bt.run(run, b)
-				}
-			}()
-		}
+			bt.abandonCurl()
+		}()
 	}
 	sleepUntil(ctx, start.Add(o.storm))
 	cpu2 := f.cpu()
-	r.harnessCPU = selfCPU() - self1
 	stop()
 	bwg.Wait()
+	// Once every curl process has ended and been waited for (its CPU is
+	// the children's then), less their start-up before the storm; with
+	// the bots' last answers after the storm's end.
+	r.harnessCPU = selfCPU() - self1 - curlStart
 	wg.Wait()
 	// Read once every bot has stopped: a request counts on both sides.
 	for k := range numKinds {
