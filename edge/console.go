@@ -61,13 +61,11 @@ func (u upstreamStats) UpstreamStats() []console.UpstreamRow {
 		if l == nil {
 			continue
 		}
-		l.read(now) // measured anew if the last is older than pressureEvery
-		l.mu.Lock()
-		for i, ps := range l.stats {
-			rows = append(rows, console.UpstreamRow{Site: st.name, Upstream: l.names[i], Pressure: l.pressure[i],
-				InUse: ps.InUse, Capacity: ps.Capacity, Queue: ps.Queue})
+		pools, _ := l.byPool(now)
+		for _, pl := range pools {
+			rows = append(rows, console.UpstreamRow{Site: st.name, Upstream: pl.name, Pressure: pl.pressure,
+				InUse: pl.stats.InUse, Capacity: pl.stats.Capacity, Queue: pl.stats.Queue})
 		}
-		l.mu.Unlock()
 	}
 	return rows
 }

@@ -138,20 +138,17 @@ func (m *metrics) loadCollector() prometheus.Collector {
 			if l == nil {
 				continue
 			}
-			l.read(time.Now()) // measured anew if the last is older than pressureEvery
-			l.mu.Lock()
-			for i, st := range l.stats {
-				name := l.names[i]
-				ch <- prometheus.MustNewConstMetric(descs[0], prometheus.GaugeValue, l.pressure[i], s.name, name)
-				ch <- prometheus.MustNewConstMetric(descs[1], prometheus.GaugeValue, float64(st.InUse), s.name, name)
-				ch <- prometheus.MustNewConstMetric(descs[2], prometheus.GaugeValue, float64(st.Queue), s.name, name)
-				ch <- prometheus.MustNewConstMetric(descs[3], prometheus.GaugeValue, float64(st.Capacity), s.name, name)
+			pools, inStorm := l.byPool(time.Now())
+			for _, pl := range pools {
+				ch <- prometheus.MustNewConstMetric(descs[0], prometheus.GaugeValue, pl.pressure, s.name, pl.name)
+				ch <- prometheus.MustNewConstMetric(descs[1], prometheus.GaugeValue, float64(pl.stats.InUse), s.name, pl.name)
+				ch <- prometheus.MustNewConstMetric(descs[2], prometheus.GaugeValue, float64(pl.stats.Queue), s.name, pl.name)
+				ch <- prometheus.MustNewConstMetric(descs[3], prometheus.GaugeValue, float64(pl.stats.Capacity), s.name, pl.name)
 			}
 			storm := 0.0
-			if l.storm.storm {
+			if inStorm {
 				storm = 1
 			}
-			l.mu.Unlock()
 			ch <- prometheus.MustNewConstMetric(descs[4], prometheus.GaugeValue, storm, s.name)
 		}
 	}}

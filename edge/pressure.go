@@ -146,6 +146,27 @@ func (l *siteLoad) measure(now time.Time) loadSample {
 	return s
 }
 
+// poolLoad is one pool's last measurement, under its name.
+type poolLoad struct {
+	name     string
+	pressure float64
+	stats    upstream.Stats
+}
+
+// byPool returns each pool's load and the site's storm mode as of now,
+// measured at most pressureEvery ago: what the upstream gauges and the
+// console show.
+func (l *siteLoad) byPool(now time.Time) ([]poolLoad, bool) {
+	l.read(now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]poolLoad, len(l.stats))
+	for i, st := range l.stats {
+		out[i] = poolLoad{name: l.names[i], pressure: l.pressure[i], stats: st}
+	}
+	return out, l.storm.storm
+}
+
 // upstreamLoad is the policy's view of stats.
 func upstreamLoad(s upstream.Stats) policy.UpstreamLoad {
 	return policy.UpstreamLoad{InUse: s.InUse, Capacity: s.Capacity, Queue: s.Queue,
