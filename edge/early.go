@@ -31,10 +31,14 @@ import (
 // error: this one's access_denied, 0x131 (TestRefuseEarlyQUIC pins it).
 var errRefusedEarly = fmt.Errorf("edge: refused at the ClientHello: %w", tls.AlertError(tlsfp.AlertAccessDenied))
 
-// refusesEarly reports whether h refuses any connection early: the
-// configuration asks for it, no site runs dry (a dry run decides and logs,
-// and forwards everything), and every site's policy can deny a connection.
-func (h *Handler) refusesEarly() bool {
+// refusesEarly reports whether h refuses any connection early (asked on
+// every new connection; NewHandler computes it once with earlyRefusal).
+func (h *Handler) refusesEarly() bool { return h.refuseEarly }
+
+// earlyRefusal reports whether the configuration asks for early refusal,
+// no site runs dry (a dry run decides and logs, and forwards everything),
+// and every site's policy can deny a connection.
+func (h *Handler) earlyRefusal() bool {
 	if !h.cfg.Limits.RefuseEarly {
 		return false
 	}

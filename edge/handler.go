@@ -30,23 +30,24 @@ import (
 // changes once built; a reload builds a new one. It is safe for concurrent
 // use.
 type Handler struct {
-	cfg        config.Config
-	env        Env
-	sites      *siteTable
-	trusted    forwarded.Proxies
-	global     *sitePolicy // the global policy; a site may have its own (policyFor)
-	policy     *policy.Policy
-	challenger *challenge.Challenger
-	maat       http.Handler        // everything under /.maat/
-	upstream   *upstream.Transport // the upstreams' client: connection slots, failover
-	bufs       *upstream.BufferPool
-	proxy      *httputil.ReverseProxy
-	compressed http.Handler // answer, with responses compressed where they qualify
-	diverts    map[string]*diverter
-	when       *policy.Condition // challenge.when; nil: always
-	loadAvg    loadAvg           // the system's load averages, for the policy
-	prebufs    sync.Pool         // *[]byte of prebufferBytes
-	own        []func()          // closes what NewHandler opened for a zero Env field
+	cfg         config.Config
+	env         Env
+	sites       *siteTable
+	trusted     forwarded.Proxies
+	global      *sitePolicy // the global policy; a site may have its own (policyFor)
+	refuseEarly bool        // connections are refused at their ClientHello (refusesEarly)
+	policy      *policy.Policy
+	challenger  *challenge.Challenger
+	maat        http.Handler        // everything under /.maat/
+	upstream    *upstream.Transport // the upstreams' client: connection slots, failover
+	bufs        *upstream.BufferPool
+	proxy       *httputil.ReverseProxy
+	compressed  http.Handler // answer, with responses compressed where they qualify
+	diverts     map[string]*diverter
+	when        *policy.Condition // challenge.when; nil: always
+	loadAvg     loadAvg           // the system's load averages, for the policy
+	prebufs     sync.Pool         // *[]byte of prebufferBytes
+	own         []func()          // closes what NewHandler opened for a zero Env field
 }
 
 // NewHandler builds the Handler of cfg. What outlives a configuration comes
@@ -112,6 +113,7 @@ func (h *Handler) build() error {
 	if err := h.checkPressureUsers(); err != nil {
 		return err
 	}
+	h.refuseEarly = h.earlyRefusal()
 	if h.when, err = policy.CompileCondition(cfg.Challenge.When); err != nil {
 		return &config.Error{File: cfg.File, Key: "challenge.when", Err: err}
 	}
