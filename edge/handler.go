@@ -34,11 +34,8 @@ type Handler struct {
 	env         Env
 	sites       *siteTable
 	trusted     forwarded.Proxies
-	global      *sitePolicy // the global policy; a site may have its own (policyFor)
-	refuseEarly bool        // connections are refused at their ClientHello (refusesEarly)
-	policy      *policy.Policy
-	challenger  *challenge.Challenger
-	maat        http.Handler        // everything under /.maat/
+	global      *sitePolicy         // the global policy; a site may have its own (policyFor)
+	refuseEarly bool                // connections are refused at their ClientHello (refusesEarly)
 	upstream    *upstream.Transport // the upstreams' client: connection slots, failover
 	bufs        *upstream.BufferPool
 	proxy       *httputil.ReverseProxy
@@ -303,7 +300,7 @@ func (h *Handler) siteAnswers(w *recorder, r *http.Request, st *reqState) bool {
 	if site.maintenance {
 		st.action = fplog.ActionAllow
 		w.Header().Set("Retry-After", "300")
-		h.challenger.Error(w, r, http.StatusServiceUnavailable, st.id, "maintenance")
+		h.global.challenger.Error(w, r, http.StatusServiceUnavailable, st.id, "maintenance")
 		return true
 	}
 	return false
@@ -396,7 +393,7 @@ func (h *Handler) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 	st := stateOf(r)
 	st.reason = reason
 	h.env.metrics.upErrors.WithLabelValues(st.siteName(), reason).Inc()
-	h.challenger.Error(w, r, status, st.id, reason)
+	h.global.challenger.Error(w, r, status, st.id, reason)
 }
 
 // limited answers a request that went past one of the limits, counted by

@@ -120,7 +120,7 @@ func upstreamStrings(us config.Upstreams) []string {
 // policyAttrs describes the Handler's policy, its keys prefixed.
 func policyAttrs(h *Handler, prefix string) []slog.Attr {
 	return []slog.Attr{slog.String(prefix+"file", orString(h.cfg.Policy, "(built-in default)")),
-		slog.Int(prefix+"rules", len(h.policy.Rules())), slog.String(prefix+"version", h.policy.Version())}
+		slog.Int(prefix+"rules", len(h.global.policy.Rules())), slog.String(prefix+"version", h.global.policy.Version())}
 }
 
 // logReload says what a reload changed: the sites added, removed and
@@ -152,7 +152,7 @@ func (s *Server) logReload(ctx context.Context, old, cur *Handler) {
 	removed := slices.Sorted(maps.Keys(before))
 	attrs := []slog.Attr{slog.String("config", cur.cfg.File),
 		slog.Any("sites_added", added), slog.Any("sites_removed", removed), slog.Any("sites_changed", changed),
-		slog.Bool("policy_changed", old.policy.Version() != cur.policy.Version() || old.cfg.Policy != cur.cfg.Policy)}
+		slog.Bool("policy_changed", old.global.policy.Version() != cur.global.policy.Version() || old.cfg.Policy != cur.cfg.Policy)}
 	attrs = append(attrs, policyAttrs(cur, "policy_")...)
 	s.log.LogAttrs(ctx, slog.LevelInfo, "reloaded", attrs...)
 }

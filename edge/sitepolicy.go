@@ -41,7 +41,6 @@ func (h *Handler) buildPolicies() error {
 		return err
 	}
 	h.global = global
-	h.policy, h.challenger, h.maat = global.policy, global.challenger, global.maat
 	byFile := map[string]*sitePolicy{}
 	if cfg.Policy != "" {
 		byFile[filepath.Clean(cfg.Policy)] = global
