@@ -254,15 +254,17 @@ func gitLsRemote(ctx context.Context, s *Server, dir string) error {
 func javaHTTPClient(version string) func(ctx context.Context, s *Server, dir string) error {
 	return func(ctx context.Context, s *Server, dir string) error {
 		src := filepath.Join(dir, "Get.java")
-		if err := os.WriteFile(src, []byte(javaGet), 0o600); err != nil {
+		if err := os.WriteFile(src, []byte(JavaGet), 0o600); err != nil {
 			return err
 		}
 		return command(ctx, dir, "java", src, s.URL, version)
 	}
 }
 
-// javaGet fetches args[0] with HttpClient at version args[1].
-const javaGet = `import java.net.URI;
+// JavaGet is a Java program (run as `java Get.java URL VERSION`) that
+// fetches URL with the JDK's HttpClient at VERSION (HTTP_2, HTTP_1_1),
+// trusting any certificate, and exits 1 unless the answer is 200.
+const JavaGet = `import java.net.URI;
 import java.net.http.*;
 import java.security.cert.X509Certificate;
 import javax.net.ssl.*;

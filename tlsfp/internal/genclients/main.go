@@ -180,8 +180,8 @@ func programs() []program {
 		}},
 		{"java", "java", []string{"-version"}, func(url, dir string) []string {
 			src := filepath.Join(dir, "Get.java")
-			os.WriteFile(src, []byte(javaGet), 0o644)
-			return []string{src, url}
+			os.WriteFile(src, []byte(testcapture.JavaGet), 0o644)
+			return []string{src, url, "HTTP_2"} // HttpClient's default
 		}},
 		{"chrome", "chromium", []string{"--version"}, func(url, dir string) []string {
 			return []string{"--headless", "--no-sandbox", "--disable-gpu", "--ignore-certificate-errors",
@@ -189,27 +189,6 @@ func programs() []program {
 		}},
 	}
 }
-
-// javaGet fetches a URL with the JDK's HttpClient, trusting any certificate.
-const javaGet = `import java.net.URI;
-import java.net.http.*;
-import java.security.cert.X509Certificate;
-import javax.net.ssl.*;
-
-public class Get {
-    public static void main(String[] args) throws Exception {
-        TrustManager[] all = { new X509TrustManager() {
-            public void checkClientTrusted(X509Certificate[] c, String a) {}
-            public void checkServerTrusted(X509Certificate[] c, String a) {}
-            public X509Certificate[] getAcceptedIssuers() { return new X509Certificate[0]; }
-        } };
-        SSLContext ctx = SSLContext.getInstance("TLS");
-        ctx.init(null, all, null);
-        HttpClient c = HttpClient.newBuilder().sslContext(ctx).build();
-        c.send(HttpRequest.newBuilder(URI.create(args[0])).build(), HttpResponse.BodyHandlers.discarding());
-    }
-}
-`
 
 // capture is an HTTPS server on loopback that records the fingerprint of
 // every connection.
