@@ -102,6 +102,20 @@ func waitQueue(t *testing.T, pool *upstream.Pool, n int) {
 	}
 }
 
+// holdTheSlot sends /flood/0 from 192.0.2.1 and waits until it holds the
+// upstream's one slot; it returns the site's pool and the channel every
+// request's answer arrives on (sendAs).
+func holdTheSlot(t *testing.T, e *testEdge, c *http.Client, up *steppedUpstream) (*upstream.Pool, chan [2]string) {
+	t.Helper()
+	pool := queueOf(e)
+	got := make(chan [2]string, 8)
+	sendAs(e, c, "/flood/0", "192.0.2.1", nil, got)
+	if !testnet.WaitFor(t, 10*time.Second, func() bool { return len(up.arrived()) == 1 }) {
+		t.Fatal("the first request did not reach the upstream")
+	}
+	return pool, got
+}
+
 const fairConfig = "trusted_proxies: [127.0.0.1/32]\npolicy: \"\"\nsites: [{hosts: [localhost], upstream: %s}]\n"
 
 // TestFairQueueByCluster: with the upstream's one slot busy and five
@@ -113,12 +127,7 @@ func TestFairQueueByCluster(t *testing.T) {
 	up := newSteppedUpstream(t)
 	e := startEdge(t, "limits: {upstream_conns: 1, upstream_queue: 60s}\n"+strings.Replace(fairConfig, "%s", up.URL, 1))
 	c := e.client(t, "h2")
-	pool := queueOf(e)
-	got := make(chan [2]string, 8)
-	sendAs(e, c, "/flood/0", "192.0.2.1", nil, got)
-	if !testnet.WaitFor(t, 10*time.Second, func() bool { return len(up.arrived()) == 1 }) {
-		t.Fatal("the first request did not reach the upstream")
-	}
+	pool, got := holdTheSlot(t, e, c, up)
 	for i := 1; i <= 5; i++ {
 		sendAs(e, c, "/flood/"+strconv.Itoa(i), "192.0.2.1", nil, got)
 		waitQueue(t, pool, i)
@@ -148,12 +157,7 @@ func TestQueueShareOverflow(t *testing.T) {
 	up := newSteppedUpstream(t)
 	e := startEdge(t, "limits: {upstream_conns: 1, upstream_queue: 60s, upstream_queue_len: 2}\n"+strings.Replace(fairConfig, "%s", up.URL, 1))
 	c := e.client(t, "h2")
-	pool := queueOf(e)
-	got := make(chan [2]string, 8)
-	sendAs(e, c, "/flood/0", "192.0.2.1", nil, got)
-	if !testnet.WaitFor(t, 10*time.Second, func() bool { return len(up.arrived()) == 1 }) {
-		t.Fatal("the first request did not reach the upstream")
-	}
+	pool, got := holdTheSlot(t, e, c, up)
 	sendAs(e, c, "/flood/1", "192.0.2.1", nil, got)
 	waitQueue(t, pool, 1)
 	sendAs(e, c, "/flood/2", "192.0.2.1", nil, got)
@@ -229,12 +233,7 @@ func TestPassHoldersFirst(t *testing.T) {
 		strings.Replace(strings.Replace(fairConfig, `policy: ""`, "policy: "+peoplePolicy(t), 1), "%s", up.URL, 1))
 	c := e.client(t, "h2")
 	cookie := earnPass(t, e, c, "/")
-	pool := queueOf(e)
-	got := make(chan [2]string, 8)
-	sendAs(e, c, "/flood/0", "192.0.2.1", nil, got)
-	if !testnet.WaitFor(t, 10*time.Second, func() bool { return len(up.arrived()) == 1 }) {
-		t.Fatal("the first request did not reach the upstream")
-	}
+	pool, got := holdTheSlot(t, e, c, up)
 	sendAs(e, c, "/other", "198.51.100.1", nil, got)
 	waitQueue(t, pool, 1)
 	sendAs(e, c, "/mine", "", http.Header{"Cookie": {cookie}, "User-Agent": {"human/1.0"}}, got)
