@@ -2,11 +2,13 @@ package dist_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,10 +51,7 @@ func TestComposeFile(t *testing.T) {
 	if !slices.Equal(names, []string{"app", "edge1", "edge2", "redis"}) {
 		t.Fatalf("services %v", names)
 	}
-	edgeBin := filepath.Join(t.TempDir(), "edge")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", edgeBin, "../cmd/edge").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	edgeBin := edgeBinary(t)
 	var datas []string
 	for _, n := range []string{"edge1", "edge2"} {
 		s := p.Services[n]
@@ -107,6 +106,35 @@ func checkNodeConfig(t *testing.T, edgeBin, node string, env map[string]string) 
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("%s: edge config check: %v\n%s", node, err, out)
 	}
+}
+
+// edgeBinary is the edge built from this tree once for the package's
+// tests (the configuration checks of the compose file and the chart).
+func edgeBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "maat-dist-edge-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.path = filepath.Join(dir, "edge")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a cold build cache
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", built.path, "../cmd/edge").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
 }
 
 func writeTestFile(t *testing.T, path string, b []byte) {

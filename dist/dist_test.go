@@ -52,7 +52,11 @@ func TestMain(m *testing.M) {
 	if prog := os.Getenv(mdweEnv); prog != "" {
 		os.Exit(mdweExec(prog, os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if built.path != "" {
+		os.RemoveAll(filepath.Dir(built.path)) // edgeBinary's build
+	}
+	os.Exit(code)
 }
 
 // mdweExec turns MDWE on, proves it holds (a writable, executable mapping

@@ -100,7 +100,7 @@ func TestHelmChart(t *testing.T) {
 	writeTestFile(t, file, []byte(conf))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if b, err := exec.CommandContext(ctx, "go", "run", "../cmd/edge", "config", "check", "-offline", "-config", file).CombinedOutput(); err != nil {
+	if b, err := exec.CommandContext(ctx, edgeBinary(t), "config", "check", "-offline", "-config", file).CombinedOutput(); err != nil {
 		t.Errorf("edge config check of the chart's edge.yaml: %v\n%s\n%s", err, b, conf)
 	}
 
