@@ -13,9 +13,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/maatproxy/maat/challenge"
 	"github.com/maatproxy/maat/fplog"
+	"github.com/maatproxy/maat/internal/testnet"
 )
 
 // dryRunPolicy denies /deny, challenges /challenge, limits /rate to a
@@ -358,4 +360,61 @@ func earnHandlerPass(t *testing.T, h *Handler, path string) string {
 	}
 	t.Fatalf("redeeming the challenge: %d, no pass cookie", res.StatusCode)
 	return ""
+}
+
+// TestDryRunChallengeWhen: a site that runs dry with challenge.when:
+// storm forwards the human the policy would challenge, and logs what the
+// enforced site does (TestChallengeWhen): while calm, ALLOW with reason
+// challenge_off_calm; in a storm (a slow route's slot busy), CHALLENGE
+// with its challenge; each with dry_run: true, as maat_dry_run_total
+// counts them.
+func TestDryRunChallengeWhen(t *testing.T) {
+	t.Parallel()
+	echo := echoUpstream(t, "echo")
+	slow := newGatedUpstream(t)
+	fp := filepath.Join(t.TempDir(), "fp.jsonl")
+	e := startEdge(t, "dry_run: true\nlimits: {upstream_conns: 1, upstream_queue: 60s}\nstorm: {on: 0.5, off: 0.2, hold: 1h}\n"+
+		"challenge: {when: storm, wait: {max_weight: -1}}\npolicy: "+peoplePolicy(t)+"\nlog: {fingerprints: "+fp+"}\n"+
+		"sites: [{hosts: [localhost], upstream: "+echo.URL+", routes: [{path: /slow/, upstream: "+slow.URL+"}]}]\n")
+	c := e.client(t, "h2")
+	human := func(path, action string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", e.url(path), nil)
+		req.Host = "localhost"
+		req.Header.Set("User-Agent", "human/1.0")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(b), "X-Maat-Action="+action+"\n") {
+			t.Errorf("%s: %d %q, want the page, with X-Maat-Action %s", path, res.StatusCode, b, action)
+		}
+	}
+	human("/calm", fplog.ActionAllow)
+	if l := waitLine(t, fp, "/calm"); l.str("action") != fplog.ActionAllow || l.str("reason") != reasonChallengeCalm || l["dry_run"] != true {
+		t.Errorf("calm: logged %v, want ALLOW with reason challenge_off_calm, dry_run", l)
+	}
+
+	got := make(chan [2]string, 1)
+	sendAs(e, c, "/slow/x", "", nil, got)
+	load := e.metrics.sites.Load().list[0].load
+	if !testnet.WaitFor(t, 10*time.Second, func() bool { return load.read(time.Now()).storm }) {
+		t.Fatalf("no storm with the slow route's slot busy: %+v", load.read(time.Now()))
+	}
+	human("/storm", fplog.ActionChallenge)
+	l := waitLine(t, fp, "/storm")
+	if ch, _ := l["challenge"].(map[string]any); l.str("action") != fplog.ActionChallenge || l.str("reason") != "" || l["dry_run"] != true || ch == nil {
+		t.Errorf("in a storm: logged %v, want CHALLENGE with its challenge, dry_run", l)
+	}
+	slow.open()
+	if r := <-got; r[1] != "200 " {
+		t.Errorf("the slow request: %s", r[1])
+	}
+	for action, n := range map[string]float64{fplog.ActionChallenge: 1, fplog.ActionPass: 0} {
+		if v := counterValue(e.metrics.dryRun.WithLabelValues("localhost", action)); v != n {
+			t.Errorf("maat_dry_run_total{site=localhost,action=%s} = %v, want %v", action, v, n)
+		}
+	}
 }
