@@ -160,19 +160,35 @@ func stepAll(t *testing.T, up *steppedUpstream, n int) string {
 // TestVerifiedCrawlerFirst: with the upstream's one slot busy, a flood of
 // one cluster and an older request of another waiting, a Googlebot whose
 // address passes forward-confirmed reverse DNS (a loopback DNS server
-// answers the edge's resolver) and whom the policy allows
-// (crawlers.yaml's verified_crawler) is served as soon as the slot frees,
-// before all of them. Googlebots that fail verification (a PTR name not
-// Google's, a PTR name Google's that does not resolve back, no PTR name)
-// are denied (crawlers.yaml's fake_crawler) and never reach the upstream.
+// answers the edge's resolver) and whom the policy allows (crawlers.yaml's
+// verified_crawler, in the default policy and alone) is served as soon as
+// the slot frees, before all of them. Googlebots that fail verification (a
+// PTR name not Google's, a PTR name Google's that does not resolve back,
+// no PTR name) are denied (crawlers.yaml's fake_crawler) and never reach
+// the upstream.
 // With priority off, the crawler would wait behind /other (its fair turn,
 // TestFairQueueByCluster): the order fails.
 func TestVerifiedCrawlerFirst(t *testing.T) {
 	t.Parallel()
+	for _, tt := range []struct{ name, policy string }{
+		{"default policy", `""`},
+		{"crawlers.yaml", crawlersPolicy(t)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			verifiedCrawlerFirst(t, tt.policy)
+		})
+	}
+}
+
+// verifiedCrawlerFirst is TestVerifiedCrawlerFirst with the policy file
+// policyFile (`""`: the default policy).
+func verifiedCrawlerFirst(t *testing.T, policyFile string) {
+	t.Helper()
 	d := startCrawlerDNS(t, crawlerRecords...)
 	up := newSteppedUpstream(t)
 	e := startEdge(t, "limits: {upstream_conns: 1, upstream_queue: 60s}\n"+
-		strings.Replace(strings.Replace(fairConfig, `policy: ""`, "policy: "+crawlersPolicy(t), 1), "%s", up.URL, 1))
+		strings.Replace(strings.Replace(fairConfig, `policy: ""`, "policy: "+policyFile, 1), "%s", up.URL, 1))
 	verifyWith(t, e, d)
 	c := e.client(t, "h2")
 	pool, got := holdTheSlot(t, e, c, up)
@@ -211,8 +227,9 @@ func TestVerifiedCrawlerFirst(t *testing.T) {
 	}
 }
 
-// TestFakeCrawlerNoPriority: a policy that allows everyone lets a Googlebot that fails verification through, but in its fair turn
-// only: its User-Agent buys it nothing. A verified one, allowed as well,
+// TestFakeCrawlerNoPriority: a policy that allows everyone lets a Googlebot
+// that fails verification through, but in its fair turn only: its
+// User-Agent buys it nothing. A verified one, allowed as well,
 // goes first. Fair order alone would serve the verified crawler last of
 // the three newcomers; a priority given by User-Agent would serve the
 // fake before /other.
