@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -367,9 +368,9 @@ func (s *Server) Start() (err error) {
 		}
 	}()
 	cfg := s.base
-	ln, err := s.listenTCP(cfg.Listen.HTTPS)
+	ln, udp, err := s.listenHTTPS(cfg.Listen.HTTPS, cfg.Listen.HTTP3Enabled())
 	if err != nil {
-		return fmt.Errorf("edge: listen https: %w", err)
+		return err
 	}
 	s.track(ln)
 	s.addrs.HTTPS = ln.Addr().String()
@@ -384,7 +385,7 @@ func (s *Server) Start() (err error) {
 	}
 
 	if cfg.Listen.HTTP3Enabled() {
-		if err := s.startH3(ln.Addr().(*net.TCPAddr)); err != nil {
+		if err := s.startH3(udp); err != nil {
 			return err
 		}
 		s.altSvc = `h3=":` + port + `"; ma=86400`
@@ -428,6 +429,45 @@ func (s *Server) listenTCP(addr string) (net.Listener, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	return ln, bindHint(addr, err)
+}
+
+// listenHTTPS binds the https listener's TCP address and, with h3, the
+// UDP port of the same number. For a port left to the system (":0"),
+// whose UDP twin another program may hold, it tries again with another
+// port, a few times, rather than fail.
+func (s *Server) listenHTTPS(addr string, h3 bool) (net.Listener, net.PacketConn, error) {
+	_, port, _ := net.SplitHostPort(addr)
+	_, prebound := s.bound[addr]
+	listenTCP := func() (net.Listener, error) { return s.listenTCP(addr) }
+	if !h3 {
+		ln, err := listenTCP()
+		if err != nil {
+			return nil, nil, fmt.Errorf("edge: listen https: %w", err)
+		}
+		return ln, nil, nil
+	}
+	return bindPair(listenTCP, s.listenUDP, port == "0" && !prebound)
+}
+
+// bindPair binds a TCP listener (listenTCP) and the UDP port of the same
+// number (listenUDP); with retry (the TCP port is the system's choice),
+// a UDP port in use makes it try another TCP port, at most 8 times.
+func bindPair(listenTCP func() (net.Listener, error), listenUDP func(*net.UDPAddr) (net.PacketConn, error), retry bool) (net.Listener, net.PacketConn, error) {
+	for attempt := 1; ; attempt++ {
+		ln, err := listenTCP()
+		if err != nil {
+			return nil, nil, fmt.Errorf("edge: listen https: %w", err)
+		}
+		tcp := ln.Addr().(*net.TCPAddr)
+		udp, err := listenUDP(&net.UDPAddr{IP: tcp.IP, Port: tcp.Port, Zone: tcp.Zone})
+		if err == nil {
+			return ln, udp, nil
+		}
+		_ = ln.Close()
+		if !retry || attempt == 8 || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, nil, fmt.Errorf("edge: listen http3 (udp): %w", err)
+		}
+	}
 }
 
 // listenUDP binds addr, or returns the socket bound for it before Start.

@@ -15,12 +15,9 @@ import (
 	"github.com/quic-go/quic-go/qlogwriter"
 )
 
-// startH3 serves HTTP/3 on the UDP port of the same number as the TCP one.
-func (s *Server) startH3(tcp *net.TCPAddr) error {
-	udp, err := s.listenUDP(&net.UDPAddr{IP: tcp.IP, Port: tcp.Port, Zone: tcp.Zone})
-	if err != nil {
-		return fmt.Errorf("edge: listen http3 (udp): %w", err)
-	}
+// startH3 serves HTTP/3 on udp, the UDP port of the same number as the
+// TCP one (listenHTTPS).
+func (s *Server) startH3(udp net.PacketConn) error {
 	s.udp = udp
 	limit := int64(s.base.Limits.QUICHandshakes)
 	tr := &quic.Transport{
