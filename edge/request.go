@@ -31,7 +31,7 @@ type reqState struct {
 	up          upstream.Route // what the upstream transport needs, on the request's context
 	tls         *tlsfp.Fingerprint
 	http        *httpfp.Fingerprint
-	ja4         string // the JA4 decisions use: the session's full handshake's (tlsfp.Fingerprint.JA4Session)
+	ja4         string  // the JA4 decisions use: the session's full handshake's (tlsfp.Fingerprint.JA4Session)
 	cluster     string  // the client's cluster (clusterKey), for the upstream's line and the log
 	pressure    float64 // the site's pressure when the policy judged the request
 	priority    bool    // first in the upstream's line: a pass holder, a crawler the policy allows
