@@ -7,6 +7,8 @@ import (
 	"time"
 
 	utls "github.com/refraction-networking/utls"
+
+	"github.com/maatproxy/maat/internal/testclient"
 )
 
 // paddingSpec is a TLS 1.3 ClientHello with the padding extension (RFC
@@ -213,5 +215,85 @@ func TestSessionOtherStack(t *testing.T) {
 	if other.fp.JA4Session != other.fp.JA4 || other.fp.JA4 == full.fp.JA4 {
 		t.Errorf("resumed by other cipher suites: JA4Session %s, JA4 %s; want its own JA4, not the ticket's %s",
 			other.fp.JA4Session, other.fp.JA4, full.fp.JA4)
+	}
+}
+
+// BenchmarkSessionHandshake measures a TLS 1.3 handshake and the exchange
+// of one byte (which carries the session ticket to the client), in
+// memory, through a capturing Conn: a full handshake and a resumed one,
+// with crypto/tls's own tickets (plain) and with SessionConfig's
+// (tickets). The difference is SessionConfig's cost per connection.
+func BenchmarkSessionHandshake(b *testing.B) {
+	base, err := testclient.ServerConfig()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := &Config{}
+	run := func(b *testing.B, resume, tickets bool) {
+		cache := tls.NewLRUClientSessionCache(4)
+		clientConf := &tls.Config{ServerName: "localhost", InsecureSkipVerify: true, NextProtos: []string{"h2"}, ClientSessionCache: cache}
+		done := make(chan error, 1)
+		conn := func() bool {
+			c1, c2 := net.Pipe()
+			defer c1.Close()
+			defer c2.Close()
+			sc := newConn(c2, cfg)
+			conf := base
+			if tickets {
+				conf = SessionConfig(base, sc)
+			}
+			go func() {
+				tc := tls.Client(c1, clientConf)
+				if err := tc.Handshake(); err != nil {
+					done <- err
+					return
+				}
+				_, err := tc.Read(make([]byte, 1))
+				done <- err
+			}()
+			tc := tls.Server(sc, conf)
+			if err := tc.Handshake(); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := tc.Write([]byte{1}); err != nil {
+				b.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			return tc.ConnectionState().DidResume
+		}
+		if resume {
+			conn()
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if !resume {
+				clientConf.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+			}
+			if conn() != resume {
+				b.Fatalf("resumed %t, want %t", !resume, resume)
+			}
+		}
+	}
+	for _, resume := range []bool{false, true} {
+		for _, tickets := range []bool{false, true} {
+			name := map[bool]string{false: "full", true: "resumed"}[resume] + "/" + map[bool]string{false: "plain", true: "tickets"}[tickets]
+			b.Run(name, func(b *testing.B) { run(b, resume, tickets) })
+		}
+	}
+}
+
+// BenchmarkSessionConfig measures what SessionConfig adds to every
+// connection before the handshake: the copy of the server's tls.Config.
+func BenchmarkSessionConfig(b *testing.B) {
+	base, err := testclient.ServerConfig()
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := fakeSource{&Fingerprint{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = SessionConfig(base, src)
 	}
 }
