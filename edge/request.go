@@ -248,9 +248,13 @@ func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
 	if f := st.tls; f != nil {
 		line.TLSVersion, line.SNI, line.ALPN = f.TLSVersion, f.SNI, f.ALPN
 		line.JA4 = f.JA4
+		if f.JA4Session != f.JA4 {
+			line.JA4Session = f.JA4Session
+		}
 		line.JA4R, line.JA4O, line.JA4RO = f.JA4R, f.JA4O, f.JA4RO
 		line.ClientFamily = f.Client.Family
 	}
+	line.Resumed = r.TLS != nil && r.TLS.DidResume
 	if hf := st.http; hf != nil {
 		line.HFP, line.HFPR, line.H2FP = hf.HFP, hf.HFPR, hf.H2FP
 		if h.cfg.Fingerprints.JA4H {

@@ -86,7 +86,6 @@ func resumePolicy(ja4s ...string) string {
 func TestResumedSessionSameDecisions(t *testing.T) {
 	t.Parallel()
 	curl := testenv.NeedCommand(t, "curl")
-	up := newCountingUpstream(t)
 	goConf := func() *tls.Config {
 		return &tls.Config{InsecureSkipVerify: true, ServerName: "localhost", NextProtos: []string{"http/1.1"},
 			ClientSessionCache: tls.NewLRUClientSessionCache(4)}
@@ -101,9 +100,21 @@ func TestResumedSessionSameDecisions(t *testing.T) {
 			c.Close()
 		}
 	})
+	// The decisions are the same with the tickets' JA4 and without
+	// (fingerprints.ticket_ja4: the standard path is crypto/tls's tickets).
+	for _, tickets := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ticket_ja4 %t", tickets), func(t *testing.T) {
+			t.Parallel()
+			resumedSameDecisions(t, curl, tickets, curlJA4, goJA4, goConf)
+		})
+	}
+}
+
+func resumedSameDecisions(t *testing.T, curl string, tickets bool, curlJA4, goJA4 string, goConf func() *tls.Config) {
+	up := newCountingUpstream(t)
 	fpFile := filepath.Join(t.TempDir(), "fp.jsonl")
-	e := startEdge(t, fmt.Sprintf("log: {fingerprints: %s}\npolicy: %s\nsites: [{hosts: [localhost], upstream: %s}]\n",
-		fpFile, writePolicy(t, "resume.yaml", resumePolicy(curlJA4, goJA4)), up.URL))
+	e := startEdge(t, fmt.Sprintf("log: {fingerprints: %s}\nfingerprints: {ticket_ja4: %t}\npolicy: %s\nsites: [{hosts: [localhost], upstream: %s}]\n",
+		fpFile, tickets, writePolicy(t, "resume.yaml", resumePolicy(curlJA4, goJA4)), up.URL))
 	port := port(e.Addrs().HTTPS)
 
 	// curl in one process, each request on a connection of its own
@@ -179,11 +190,18 @@ func TestResumedSessionSameDecisions(t *testing.T) {
 			if tt.known != "" && first.str("ja4") != tt.known {
 				t.Errorf("full handshake logged with ja4 %s, want %s", first.str("ja4"), tt.known)
 			}
+			if _, ok := first["resumed"]; ok || first.str("ja4_session") != "" {
+				t.Errorf("full handshake logged with resumed %v, ja4_session %q", first["resumed"], first.str("ja4_session"))
+			}
 			for _, p := range []string{"/b", "/c"} {
 				l := waitLine(t, fpFile, base+p)
 				if l.str("ja4") == first.str("ja4") || !strings.HasPrefix(l.str("ja4"), first.str("ja4")[:4]) {
 					t.Errorf("%s: resumed connection logged with ja4 %s; want FoxIO's of its own hello, not the full handshake's %s",
 						base+p, l.str("ja4"), first.str("ja4"))
+				}
+				if l["resumed"] != true || l.str("ja4_session") != first.str("ja4") {
+					t.Errorf("%s: logged resumed %v, ja4_session %q; want true and the full handshake's %s",
+						base+p, l["resumed"], l.str("ja4_session"), first.str("ja4"))
 				}
 			}
 		})
