@@ -231,3 +231,43 @@ func TestAdminAuthReload(t *testing.T) {
 		t.Errorf("after a reload that removes admin_auth: %d, want 200", res.StatusCode)
 	}
 }
+
+// TestAdminPprof: listen.admin_pprof serves Go's profiles behind
+// admin_auth; off (the default), /debug/pprof/ is a 404; a reload turns it
+// on and off.
+func TestAdminPprof(t *testing.T) {
+	t.Parallel()
+	up := echoUpstream(t, "a")
+	site := "sites: [{hosts: [localhost], upstream: " + up.URL + "}]\n"
+	e := startEdgeListen(t, "", site, io.Discard)
+	reload := func(listen string) {
+		t.Helper()
+		cfg, err := config.Parse("test.yaml", []byte(edgeConfigText(listen, site)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap"} {
+		if res, _ := adminGet(t, e, p, "", ""); res.StatusCode != 404 {
+			t.Errorf("off by default: %s is %d, want 404", p, res.StatusCode)
+		}
+	}
+	reload(`admin_pprof: true, admin_auth: {user: ops, password: "correct horse battery"}`)
+	if res, body := adminGet(t, e, "/debug/pprof/heap?debug=1", "", ""); res.StatusCode != 401 || strings.Contains(body, "heap profile") {
+		t.Errorf("without credentials: %d", res.StatusCode)
+	}
+	res, body := adminGet(t, e, "/debug/pprof/heap?debug=1", "ops", "correct horse battery")
+	if res.StatusCode != 200 || !strings.Contains(body, "heap profile") {
+		t.Errorf("heap profile with credentials: %d %.80q", res.StatusCode, body)
+	}
+	if res, body := adminGet(t, e, "/debug/pprof/", "ops", "correct horse battery"); res.StatusCode != 200 || !strings.Contains(body, "goroutine") {
+		t.Errorf("index: %d %.80q", res.StatusCode, body)
+	}
+	reload("")
+	if res, _ := adminGet(t, e, "/debug/pprof/heap?debug=1", "", ""); res.StatusCode != 404 {
+		t.Errorf("after a reload that turns it off: %d, want 404", res.StatusCode)
+	}
+}

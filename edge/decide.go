@@ -14,8 +14,9 @@ import (
 
 // decide weighs the request with the policy and answers it when the policy
 // says so (deny, reroute, rate limit, challenge, divert). It reports
-// whether the request goes on to its route. A site that runs dry
-// (dry_run) only records what the policy decided (dryRun).
+// whether the request goes on to its route. The verdict is the same for a
+// site that enforces the policy and one that runs dry (dry_run): the
+// latter only records it (dryRun) and lets the request through.
 func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 	sp := h.policyFor(st.site)
 	cl := st.challengeClient()
@@ -33,19 +34,81 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 	st.weight = dec.Weight
 	st.rules = dec.AppendNames(st.rulesBuf[:0])
 	wait := h.waitFor(sp.policy, &dec, &pr)
-	defer func() {
-		// Pass holders and the crawlers the policy lets through go first
-		// in the upstream's line.
-		st.priority = st.action == fplog.ActionPass ||
-			st.action == fplog.ActionAllow && pr.CrawlerVerified == policy.CrawlerVerified
-	}()
-	if st.site.dryRun {
-		return h.dryRun(r, st, sp, &dec, cl, wait)
+	v := h.verdict(r, sp, &dec, &pr, cl, passed, wait)
+	st.action = v.action
+	if v.reason != "" {
+		st.reason = v.reason
 	}
+	st.challenge = v.challenge
+	// Pass holders and the crawlers the policy lets through go first in
+	// the upstream's line.
+	st.priority = st.action == fplog.ActionPass ||
+		st.action == fplog.ActionAllow && pr.CrawlerVerified == policy.CrawlerVerified
+	if st.site.dryRun {
+		return h.dryRun(st)
+	}
+	return h.enforce(w, r, st, sp, &dec, cl, wait, &v)
+}
 
+// verdict is what the policy's decision comes to for one request, as the
+// fingerprint log keeps it.
+type verdict struct {
+	action    string           // fplog.Action…
+	reason    string           // why, when the log says: reasonChallengeCalm
+	challenge *fplog.Challenge // CHALLENGE: the challenge the client gets
+	missing   challenge.Reason // CHALLENGE: why the client's pass does not do
+	retry     time.Duration    // RATE: when the client's bucket has a token again
+}
+
+// verdict works out what the decision dec of sp comes to for r, from
+// client cl (passed: with a valid pass of any kind, wait: the no-JavaScript
+// wait it may take): a RATE rule takes from its bucket, a CHALLENGE checks
+// the pass against what the rule asks. It answers nothing: enforce does,
+// unless the site runs dry.
+func (h *Handler) verdict(r *http.Request, sp *sitePolicy, dec *policy.Decision, pr *policy.Request, cl challenge.Client, passed bool, wait time.Duration) verdict {
 	switch dec.Action {
 	case policy.DENY:
-		st.action = fplog.ActionDeny
+		return verdict{action: fplog.ActionDeny}
+	case policy.DIVERT:
+		return verdict{action: fplog.ActionDivert}
+	case policy.RATE:
+		ok, retry, err := h.env.Store.Take(r.Context(), dec.Rate.Key, dec.Rate.Rate, dec.Rate.Burst)
+		if err != nil {
+			// The shared store is down: serve rather than lock everyone out.
+			h.env.Log.LogAttrs(r.Context(), slog.LevelError, "rate_store_failed", slog.String("error", err.Error()))
+		} else if !ok {
+			return verdict{action: fplog.ActionRate, retry: retry}
+		}
+		return verdict{action: fplog.ActionAllow}
+	case policy.CHALLENGE:
+		// challenge.when false (a calm site): no challenge for a client no
+		// lie-detection signal fired on, and any valid pass passes.
+		calm := h.when != nil && !dec.Lied() && !h.when.Eval(pr)
+		if calm && passed {
+			return verdict{action: fplog.ActionPass}
+		}
+		reason := sp.challenger.Check(r, cl, challengeNeed(dec, wait))
+		switch {
+		case reason == challenge.PassOK:
+			return verdict{action: fplog.ActionPass}
+		case calm:
+			return verdict{action: fplog.ActionAllow, reason: reasonChallengeCalm}
+		}
+		return verdict{action: fplog.ActionChallenge, missing: reason,
+			challenge: &fplog.Challenge{Alg: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits}}
+	}
+	if passed {
+		return verdict{action: fplog.ActionPass}
+	}
+	return verdict{action: fplog.ActionAllow}
+}
+
+// enforce answers the request as v, the verdict on the decision dec of
+// sp, says: a DENY, DIVERT, RATE or CHALLENGE is answered here (false);
+// the rest goes on to its route (true).
+func (h *Handler) enforce(w *recorder, r *http.Request, st *reqState, sp *sitePolicy, dec *policy.Decision, cl challenge.Client, wait time.Duration, v *verdict) bool {
+	switch v.action {
+	case fplog.ActionDeny:
 		if dec.RerouteTo != "" { // Anubis's DENY_AND_REROUTE
 			w.Header().Set(challenge.MitigatedHeader, "deny")
 			writeRedirect(w, dec.RerouteTo, http.StatusTemporaryRedirect)
@@ -53,49 +116,19 @@ func (h *Handler) decide(w *recorder, r *http.Request, st *reqState) bool {
 		}
 		sp.challenger.Deny(w, r, st.id, ruleReason(dec.Rule))
 		return false
-	case policy.DIVERT:
-		st.action = fplog.ActionDivert
+	case fplog.ActionDivert:
 		h.divert(w, r, st, dec.DivertTo)
 		return false
-	case policy.RATE:
-		ok, retry, err := h.env.Store.Take(r.Context(), dec.Rate.Key, dec.Rate.Rate, dec.Rate.Burst)
-		if err != nil {
-			// The shared store is down: serve rather than lock everyone out.
-			h.env.Log.LogAttrs(r.Context(), slog.LevelError, "rate_store_failed", slog.String("error", err.Error()))
-		} else if !ok {
-			st.action = fplog.ActionRate
-			sp.challenger.RateLimited(w, r, st.id, retry)
-			return false
-		}
-		st.action = fplog.ActionAllow
-	case policy.CHALLENGE:
-		// challenge.when false (a calm site): no challenge for a client no
-		// lie-detection signal fired on, and any valid pass passes.
-		calm := h.when != nil && !dec.Lied() && !h.when.Eval(&pr)
-		if calm && passed {
-			st.action = fplog.ActionPass
-			break
-		}
-		if reason := sp.challenger.Check(r, cl, challengeNeed(&dec, wait)); reason != challenge.PassOK {
-			if calm {
-				st.action, st.reason = fplog.ActionAllow, reasonChallengeCalm
-				break
-			}
-			st.action = fplog.ActionChallenge
-			st.challenge = &fplog.Challenge{Alg: dec.Challenge.Algorithm, Bits: dec.Challenge.Bits}
-			h.env.metrics.challenges.WithLabelValues("issued", reason.String()).Inc()
-			// An Anubis difficulty of 0 asks only that the page's script
-			// runs: one bit, not challenge's default for an unset Bits.
-			spec := challenge.Spec{Algorithm: dec.Challenge.Algorithm, Bits: max(dec.Challenge.Bits, 1), Rule: dec.Rule, Wait: wait}
-			sp.challenger.Challenge(w, r, cl, spec, st.id)
-			return false
-		}
-		st.action = fplog.ActionPass
-	default:
-		st.action = fplog.ActionAllow
-		if passed {
-			st.action = fplog.ActionPass
-		}
+	case fplog.ActionRate:
+		sp.challenger.RateLimited(w, r, st.id, v.retry)
+		return false
+	case fplog.ActionChallenge:
+		h.env.metrics.challenges.WithLabelValues("issued", v.missing.String()).Inc()
+		// An Anubis difficulty of 0 asks only that the page's script
+		// runs: one bit, not challenge's default for an unset Bits.
+		spec := challenge.Spec{Algorithm: dec.Challenge.Algorithm, Bits: max(dec.Challenge.Bits, 1), Rule: dec.Rule, Wait: wait}
+		sp.challenger.Challenge(w, r, cl, spec, st.id)
+		return false
 	}
 	return true
 }

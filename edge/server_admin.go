@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/maatproxy/maat/edge/config"
@@ -38,7 +39,27 @@ func (s *Server) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.adminAuth(s.metrics.handler()))
+	mux.Handle("/debug/pprof/", s.adminAuth(s.pprofHandler()))
 	return mux
+}
+
+// pprofHandler serves net/http/pprof's pages while listen.admin_pprof is
+// on in the configuration in use (a reload turns it on or off), and 404
+// otherwise.
+func (s *Server) pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.handler.Load().cfg.Listen.AdminPprof {
+			http.NotFound(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 type readiness struct {

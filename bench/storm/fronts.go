@@ -146,13 +146,14 @@ func listening(addr string) func() bool {
 // (YAML) is merged over it, map by map, so that -maat-config can set any
 // key (challenge.when, limits…).
 func maatConfig(dir string, https, admin int, upstream, extra string) ([]byte, error) {
-	b, _, err := maatConfigPolicy(dir, https, admin, upstream, extra)
+	b, _, _, err := maatConfigPolicy(dir, https, admin, upstream, extra)
 	return b, err
 }
 
-// maatConfigPolicy is maatConfig, and the policy file it names ("" = the
-// built-in default).
-func maatConfigPolicy(dir string, https, admin int, upstream, extra string) ([]byte, string, error) {
+// maatConfigPolicy is maatConfig, the policy file it names ("" = the
+// built-in default), and the admin listener's address (extra may set it,
+// e.g. to profile the edge with listen.admin_pprof).
+func maatConfigPolicy(dir string, https, admin int, upstream, extra string) ([]byte, string, string, error) {
 	base := map[string]any{
 		"listen":    map[string]any{"https": fmt.Sprintf("127.0.0.1:%d", https), "http": "", "admin": fmt.Sprintf("127.0.0.1:%d", admin)},
 		"tls":       map[string]any{"mode": "self-signed", "cache": filepath.Join(dir, "cache")},
@@ -164,13 +165,14 @@ func maatConfigPolicy(dir string, https, admin int, upstream, extra string) ([]b
 	if strings.TrimSpace(extra) != "" {
 		var over map[string]any
 		if err := yaml.Unmarshal([]byte(extra), &over); err != nil {
-			return nil, "", fmt.Errorf("-maat-config: %w", err)
+			return nil, "", "", fmt.Errorf("-maat-config: %w", err)
 		}
 		merge(base, over)
 	}
 	pol, _ := base["policy"].(string)
+	adminAddr, _ := base["listen"].(map[string]any)["admin"].(string)
 	b, err := yaml.Marshal(base)
-	return b, pol, err
+	return b, pol, adminAddr, err
 }
 
 // merge sets over's keys in base, merging maps key by key.
@@ -201,7 +203,7 @@ func startMaat(ctx context.Context, bin, dir, upstream, extra string, mint bool)
 	if err != nil {
 		return nil, err
 	}
-	cfg, pol, err := maatConfigPolicy(d, https, admin, upstream, extra)
+	cfg, pol, adminAddr, err := maatConfigPolicy(d, https, admin, upstream, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +214,7 @@ func startMaat(ctx context.Context, bin, dir, upstream, extra string, mint bool)
 	if err != nil {
 		return nil, err
 	}
-	healthz := fmt.Sprintf("http://127.0.0.1:%d/healthz", admin)
+	healthz := "http://" + adminAddr + "/healthz"
 	if err := p.waitFor(ctx, "the edge", 30*time.Second, func() bool {
 		res, err := http.Get(healthz)
 		if err != nil {

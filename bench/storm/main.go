@@ -109,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.addrs, "addrs", 2000, "the bots' addresses (each its own /24), shared evenly among -kinds")
 	fs.Float64Var(&o.botRate, "rate", 400, "the bots' requests a second, all together")
 	fs.IntVar(&o.perAddr, "per-addr", 10, "a bot's requests from one address (one keep-alive connection) before it moves to the next")
-	fs.IntVar(&o.botConc, "bot-conc", 4, "a bot's requests in flight at most (curl bots: one, a single curl process sending one request at a time); past that it waits")
+	fs.IntVar(&o.botConc, "bot-conc", 0, "a bot's requests in flight at most (curl bots: one, a single curl process sending one request at a time); past that it waits. 0 = never wait: as many as it sends within -timeout, so that every front is sent the same storm")
 	fs.StringVar(&o.kinds, "kinds", strings.Join(kindNames[:], ","), "the bot kinds")
 	fs.IntVar(&o.slots, "slots", 8, "the upstream's capacity: requests it serves at a time")
 	fs.Float64Var(&o.upstreamRate, "upstream-rate", 200, "the upstream's requests a second at capacity (service time = slots/rate)")
@@ -128,8 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	switch {
-	case o.people < 0 || o.bots < 0 || o.addrs < 1 || o.perAddr < 1 || o.slots < 1 || o.botConc < 1:
-		return o, errors.New("-people and -bots must be ≥ 0; -addrs, -per-addr, -bot-conc and -slots ≥ 1")
+	case o.people < 0 || o.bots < 0 || o.addrs < 1 || o.perAddr < 1 || o.slots < 1 || o.botConc < 0:
+		return o, errors.New("-people and -bots must be ≥ 0; -bot-conc ≥ 0; -addrs, -per-addr and -slots ≥ 1")
 	case o.botRate <= 0 || o.upstreamRate <= 0:
 		return o, errors.New("-rate and -upstream-rate must be > 0")
 	case o.storm <= 0 || o.storm+o.calm > maxSeconds*time.Second:
@@ -295,6 +295,14 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 	var bots []*bot
 	var curlStart time.Duration // the curl processes' CPU before the storm
 	interval := time.Duration(float64(o.bots) / o.botRate * float64(time.Second))
+	conc := o.botConc
+	if conc == 0 {
+		// Never waits: a bot has at most this many requests unanswered
+		// (each is cut at -timeout), so it sends at its pace whatever a
+		// front answers, and every front is sent the same storm. A cap
+		// that a slow front reaches sends that front fewer requests.
+		conc = int(o.timeout/interval) + 2
+	}
 	if len(kinds) > 0 && o.bots > 0 {
 		perKind := o.addrs / len(kinds)
 		botsOf := make([]int, len(kinds))
@@ -304,7 +312,7 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 		for b := range o.bots {
 			ki := b % len(kinds)
 			nth := b / len(kinds)
-			bt := &bot{k: kinds[ki], interval: interval, perAddr: o.perAddr, front: f, tally: r.bots, timeout: o.timeout, curl: o.curl, conc: o.botConc}
+			bt := &bot{k: kinds[ki], interval: interval, perAddr: o.perAddr, front: f, tally: r.bots, timeout: o.timeout, curl: o.curl, conc: conc}
 			for j := nth; j < perKind; j += botsOf[ki] {
 				bt.addrs = append(bt.addrs, botAddr(bt.k, j, perKind))
 			}

@@ -15,8 +15,8 @@ func writeTable(w io.Writer, o options, rs []result, loadBefore, loadAfter strin
 	fmt.Fprintf(w, "%d people (%d%% with a pass), a page every %v; %d bots, %.0f req/s from %d addresses (%d requests per address and connection); "+
 		"upstream: %d at a time, %.0f req/s; calm %v, storm %v.\n\n",
 		o.people, int(o.passShare*100+0.5), o.think, o.bots, o.botRate, o.addrs, o.perAddr, o.slots, o.upstreamRate, o.calm, o.storm)
-	fmt.Fprintln(w, "| front | people with a pass: p50 / p95, success | people without: p95, success, challenged | bot requests reaching the upstream | upstream peak queue | front CPU (storm) |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| front | people with a pass: p50 / p95, success | people without: p95, success, challenged | bot requests reaching the upstream | upstream peak queue | front CPU (storm) | front CPU per request |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		with, without := r.people.s[phaseStorm][1], r.people.s[phaseStorm][0]
 		var sent, reached int64
@@ -24,10 +24,17 @@ func writeTable(w io.Writer, o options, rs []result, loadBefore, loadAfter strin
 			sent += r.bots.sent[k].Load()
 			reached += r.reached[k]
 		}
-		fmt.Fprintf(w, "| %s | %s / %s, %s | %s, %s, %s | %s | %d | %.1f s |\n", r.front,
+		// Per request sent in the storm, bots' and people's (their
+		// challenges' pages and solutions included).
+		all := sent + int64(with.requests+without.requests+with.challenged+without.challenged)
+		perReq := "—"
+		if all > 0 {
+			perReq = fmt.Sprintf("%.0f µs", float64(r.cpuStorm.Microseconds())/float64(all))
+		}
+		fmt.Fprintf(w, "| %s | %s / %s, %s | %s, %s, %s | %s | %d | %.1f s | %s |\n", r.front,
 			ms(percentile(with.latencies, 50)), ms(percentile(with.latencies, 95)), pct(with.ok, with.requests),
 			ms(percentile(without.latencies, 95)), pct(without.ok, without.requests), pct(without.challenged, without.requests),
-			pct64(reached, sent), r.peak, r.cpuStorm.Seconds())
+			pct64(reached, sent), r.peak, r.cpuStorm.Seconds(), perReq)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Each bot kind's share of requests reaching the upstream (of those it sent):\n\n| front |")

@@ -68,6 +68,10 @@ type Listen struct {
 	// authentication) on the admin listener's console and /metrics;
 	// /healthz and /readyz stay open for probes.
 	AdminAuth *AdminAuth `yaml:"admin_auth"`
+	// AdminPprof serves Go's profiles (net/http/pprof) under /debug/pprof/
+	// on the admin listener, behind admin_auth like the console; off by
+	// default. A reload turns it on or off.
+	AdminPprof bool `yaml:"admin_pprof"`
 	// HTTP3 serves HTTP/3 on the UDP port of the same number as https's;
 	// false turns it off. If absent, true.
 	HTTP3 *bool `yaml:"http3"`
