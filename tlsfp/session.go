@@ -25,20 +25,22 @@ const ticketTag = "maat-tlsfp-ja4\x00"
 //     Client when the table knows that JA4. JA4 itself stays FoxIO's JA4
 //     of the hello as sent.
 //
-// Tickets are sealed with base's session ticket keys
-// (Config.EncryptTicket, Config.DecryptTicket: AES-CTR and HMAC-SHA256,
-// rotated by crypto/tls, or those set with SetSessionTicketKeys): a client
-// cannot write or change the JA4 of one, and a ticket that does not open
-// is no session, so the handshake is a full one. A ticket without the entry
+// Tickets are sealed as base seals them: by its WrapSession and
+// UnwrapSession when it sets them (the entry rides in the SessionState they
+// are given, as quic-go's own entries do), else with its session ticket
+// keys (Config.EncryptTicket, Config.DecryptTicket: AES-CTR and
+// HMAC-SHA256, rotated by crypto/tls, or those set with
+// SetSessionTicketKeys). Either way a client cannot write or change the
+// JA4 of one, and a ticket that does not open is no session, so the
+// handshake is a full one. A ticket without the entry
 // (issued before, or by a server without SessionConfig) resumes as before,
 // judged by the hello's JA4Session. The JA4 of a ticket is taken only when
 // the resumed hello is of the same transport and offers the same cipher
 // suites (JA4's first character and part b agree), which every client
 // resuming its own session does.
 //
-// base must not set WrapSession or UnwrapSession; its VerifyConnection,
-// if any, still runs. base is read, never written, and may serve many
-// connections at once, as tls.Config allows.
+// base's VerifyConnection, if any, still runs. base is read, never
+// written, and may serve many connections at once, as tls.Config allows.
 func SessionConfig(base *tls.Config, src Source) *tls.Config {
 	// crypto/tls gives a Config that has not made its ticket keys yet
 	// (the first handshake does) keys of its own when it is cloned
@@ -66,7 +68,13 @@ type session struct {
 }
 
 func (s *session) unwrap(identity []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
-	ss, err := s.base.DecryptTicket(identity, cs)
+	var ss *tls.SessionState
+	var err error
+	if s.base.UnwrapSession != nil {
+		ss, err = s.base.UnwrapSession(identity, cs)
+	} else {
+		ss, err = s.base.DecryptTicket(identity, cs)
+	}
 	if ss == nil || err != nil {
 		return ss, err
 	}
@@ -95,6 +103,9 @@ func (s *session) sessionJA4(cs tls.ConnectionState) string {
 func (s *session) wrap(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
 	if ja4 := s.sessionJA4(cs); ja4 != "" {
 		ss.Extra = append(ss.Extra, []byte(ticketTag+ja4))
+	}
+	if s.base.WrapSession != nil {
+		return s.base.WrapSession(cs, ss)
 	}
 	return s.base.EncryptTicket(cs, ss)
 }

@@ -297,3 +297,45 @@ func BenchmarkSessionConfig(b *testing.B) {
 		_ = SessionConfig(base, src)
 	}
 }
+
+// TestSessionChainsWrap: a base tls.Config that seals tickets itself
+// (WrapSession and UnwrapSession over keys two nodes share, as the edge's
+// certificate manager does) keeps doing so under SessionConfig: a ticket
+// of one node resumes on the other, with its JA4.
+func TestSessionChainsWrap(t *testing.T) {
+	t.Parallel()
+	keyed := &tls.Config{}
+	keyed.SetSessionTicketKeys([][32]byte{{7}})
+	nodeOut := map[string]<-chan seenConn{}
+	node := func() string {
+		base := serverConfig(t)
+		base.WrapSession = keyed.EncryptTicket
+		base.UnwrapSession = keyed.DecryptTicket
+		addr, out := startSessionServer(t, base, true)
+		nodeOut[addr] = out
+		return addr
+	}
+	a, b := node(), node()
+	conf := &utls.Config{InsecureSkipVerify: true, ServerName: "localhost",
+		ClientSessionCache: utls.NewLRUClientSessionCache(4), OmitEmptyPsk: true}
+	for i, addr := range []string{a, b} {
+		raw, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := utls.UClient(raw, conf, utls.HelloCustom)
+		if err := c.ApplyPreset(paddingSpec(i == 0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.HandshakeContext(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		readAnswer(t, c)
+		raw.Close()
+	}
+	full, again := <-nodeOut[a], <-nodeOut[b]
+	if !again.resumed || again.fp.JA4Session != full.fp.JA4 {
+		t.Errorf("other node: resumed %t, JA4Session %s; want the first node's session and its JA4 %s",
+			again.resumed, again.fp.JA4Session, full.fp.JA4)
+	}
+}
