@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -379,4 +380,39 @@ func TestChallengeWhen(t *testing.T) {
 	if r := <-got; r[1] != "200 " {
 		t.Errorf("the slow request: %s", r[1])
 	}
+}
+
+// TestUpstreamSeriesOnce: a route to the site's own upstream shares its
+// slots, and its gauges are one series, not two of the same name and
+// labels, which the registry refuses on every scrape.
+func TestUpstreamSeriesOnce(t *testing.T) {
+	t.Parallel()
+	up := echoUpstream(t, "a")
+	other := echoUpstream(t, "b")
+	e := startEdge(t, "sites: [{hosts: [localhost], upstream: "+up.URL+", routes: [{path: /a/, upstream: "+up.URL+"}, {path: /b/, upstream: "+other.URL+"}]}]\n")
+	mfs, err := e.metrics.reg.Gather()
+	if err != nil {
+		t.Fatalf("gathering the metrics: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "maat_upstream_capacity" {
+			continue
+		}
+		var ups []string
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "upstream" {
+					ups = append(ups, l.GetValue())
+				}
+			}
+		}
+		slices.Sort(ups)
+		want := []string{strings.TrimPrefix(up.URL, "http://"), strings.TrimPrefix(other.URL, "http://")}
+		slices.Sort(want)
+		if !slices.Equal(ups, want) {
+			t.Errorf("maat_upstream_capacity series by upstream: %v, want %v", ups, want)
+		}
+		return
+	}
+	t.Error("no maat_upstream_capacity")
 }

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/maatproxy/maat/edge/config"
@@ -234,8 +235,15 @@ func newSiteLoadOf(cfg *config.Config, sc *config.Site, routes []*route) *siteLo
 		for _, u := range us {
 			hosts = append(hosts, config.AddrName(u.Host)) // unix:/path.sock for a socket
 		}
+		name := strings.Join(hosts, ",")
+		// A route to the site's own addresses shares their slots (they
+		// are the upstream address's): one series, not two of one name,
+		// which the registry would refuse on every scrape.
+		if slices.Contains(names, name) {
+			return
+		}
 		pools = append(pools, rt.pool)
-		names = append(names, strings.Join(hosts, ","))
+		names = append(names, name)
 	}
 	for _, rt := range routes {
 		if rt.prefix == "" {
