@@ -109,18 +109,18 @@ func utlsGet(t *testing.T, addr string, conf *utls.Config, id utls.ClientHelloID
 	readAnswer(t, c)
 }
 
-// resumingClients are real clients that resume their TLS 1.3 session on
-// their next connections to the same server: each makes three connections.
-func resumingClients() []struct {
-	name string
-	run  func(t *testing.T, addr string)
-} {
-	type client = struct {
-		name string
-		run  func(t *testing.T, addr string)
-	}
+// resumingClient is a real client that resumes its TLS 1.3 session on
+// its next connections to the same server: run makes three connections.
+type resumingClient struct {
+	name   string
+	family string // the known-client family of its full handshake
+	run    func(t *testing.T, addr string)
+}
+
+func resumingClients() []resumingClient {
+	type client = resumingClient
 	cs := []client{
-		{"curl", func(t *testing.T, addr string) {
+		{"curl", "curl", func(t *testing.T, addr string) {
 			curl := testenv.NeedCommand(t, "curl")
 			_, port, _ := net.SplitHostPort(addr)
 			u := "https://localhost:" + port
@@ -130,14 +130,14 @@ func resumingClients() []struct {
 				t.Fatalf("curl: %v %s", err, out)
 			}
 		}},
-		{"go ClientSessionCache", func(t *testing.T, addr string) {
+		{"go ClientSessionCache", "go", func(t *testing.T, addr string) {
 			conf := &tls.Config{InsecureSkipVerify: true, ServerName: "localhost", NextProtos: []string{"http/1.1"},
 				ClientSessionCache: tls.NewLRUClientSessionCache(4)}
 			for range 3 {
 				goGet(t, addr, conf)
 			}
 		}},
-		{"chromium", func(t *testing.T, addr string) {
+		{"chromium", "chrome", func(t *testing.T, addr string) {
 			chromium := testenv.NeedCommand(t, "chromium")
 			_, port, _ := net.SplitHostPort(addr)
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -155,7 +155,7 @@ func resumingClients() []struct {
 	}
 	for _, id := range []utls.ClientHelloID{utls.HelloChrome_100_PSK, utls.HelloChrome_112_PSK_Shuf,
 		utls.HelloChrome_114_Padding_PSK_Shuf, utls.HelloChrome_115_PQ_PSK} {
-		cs = append(cs, client{"utls " + id.Str(), func(t *testing.T, addr string) {
+		cs = append(cs, client{"utls " + id.Str(), "chrome", func(t *testing.T, addr string) {
 			conf := &utls.Config{InsecureSkipVerify: true, ServerName: "localhost",
 				ClientSessionCache: utls.NewLRUClientSessionCache(4), OmitEmptyPsk: true}
 			for range 3 {
@@ -203,6 +203,9 @@ func TestResumingClients(t *testing.T) {
 				}
 				if full.fp == nil {
 					t.Fatalf("tickets %t: no full handshake", tickets)
+				}
+				if full.fp.Client.Family != c.family {
+					t.Errorf("full handshake %s: known client %+v, want family %s", full.fp.JA4, full.fp.Client, c.family)
 				}
 				for j, s := range conns {
 					resumed[i] = append(resumed[i], s.resumed)
