@@ -4,8 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -127,22 +125,12 @@ var crawlerUA = http.Header{"User-Agent": {crawlerUAValue}}
 // verified crawlers are allowed, fake ones denied, everyone else allowed
 // (no rule matches).
 func crawlersPolicy(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(p, []byte("bots:\n  - import: (builtin)/crawlers.yaml\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writePolicy(t, "policy.yaml", "bots:\n  - import: (builtin)/crawlers.yaml\n")
 }
 
 // allowAllPolicy is a policy file that allows every request.
 func allowAllPolicy(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(p, []byte("bots:\n  - {name: everyone, path_regex: ., action: ALLOW}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writePolicy(t, "policy.yaml", "bots:\n  - {name: everyone, path_regex: ., action: ALLOW}\n")
 }
 
 // stepAll lets the n requests that wait behind the one holding the slot

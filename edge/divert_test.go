@@ -229,15 +229,10 @@ func TestDenyAndReroute(t *testing.T) {
 // divertPolicy writes a policy that diverts GPTBot to the target tarpit
 // and lets everyone else through.
 func divertPolicy(t *testing.T) string {
-	t.Helper()
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(pol, []byte(`bots:
+	return writePolicy(t, "policy.yaml", `bots:
   - {name: ai-to-tarpit, user_agent_regex: GPTBot, action: DIVERT, divert_to: tarpit}
   - {name: everyone, path_regex: ., action: ALLOW}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return pol
+`)
 }
 
 // tricklingTarpit sends a byte every 25ms until its request is cancelled,

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -54,15 +53,6 @@ func newCountingUpstream(t *testing.T) *countingUpstream {
 	}))
 	t.Cleanup(u.Close)
 	return u
-}
-
-func writePolicy(t *testing.T, name, text string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // logLines parses what the fingerprint log wrote, by path.

@@ -12,6 +12,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -398,4 +400,15 @@ func (h *h2Client) WriteRSTStream(id uint32, code http2.ErrCode) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.Framer.WriteRSTStream(id, code)
+}
+
+// writePolicy writes a policy file named name with text in a new
+// directory and returns its path.
+func writePolicy(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

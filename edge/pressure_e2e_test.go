@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -187,12 +186,7 @@ func TestQueueShareOverflow(t *testing.T) {
 
 // peoplePolicy challenges User-Agents that say "human" at one bit.
 func peoplePolicy(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(p, []byte("bots:\n  - name: people\n    user_agent_regex: human\n    action: CHALLENGE\n    challenge: {algorithm: fast, difficulty: 1}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writePolicy(t, "policy.yaml", "bots:\n  - name: people\n    user_agent_regex: human\n    action: CHALLENGE\n    challenge: {algorithm: fast, difficulty: 1}\n")
 }
 
 // earnPass is the pass cookie ("name=value") c earns on e by solving the

@@ -17,7 +17,8 @@ import (
 //
 // The line is fair by client cluster (Route.Cluster, or the client's
 // address without one): a freed slot goes to a priority request first
-// (Route.Priority: pass holders, allowed crawlers), then to the waiting
+// (Route.Priority: pass holders, allowed crawlers) of a cluster holding
+// fewer than half the slots, then to the waiting
 // cluster that holds the fewest slots, and among those to the one served
 // least recently, so that clusters take turns (round robin) and a cluster
 // queuing hundreds of requests waits behind its own. The line holds at
@@ -199,24 +200,31 @@ func (s *connSlots) acquire(ctx context.Context, f flow, prio bool, patience tim
 }
 
 // makeRoom puts out the newest ordinary request of the cluster with the
-// most waiting, for a newcomer of f, and reports whether it did: not when
+// most waiting (of those with a request that may be put out), for a
+// newcomer of f, and reports whether it did: not when
 // f's line (with the newcomer) would be the longest, unless the newcomer
-// has priority and ordinary requests wait. s.mu is held.
+// has priority and ordinary requests wait. A cluster's priority requests
+// are never put out up to half the line (prioLine); beyond it they count,
+// and go, as ordinary ones: a pass or a crawler's name is no licence to
+// take the whole line. s.mu is held.
 func (s *connSlots) makeRoom(f flow, prio bool) bool {
 	var fat flow
 	most := -1
 	for c, q := range s.waiting {
-		if n := len(q.ws) - q.prio; n > most || n == most && c == f {
+		if s.evictable(q) == 0 {
+			continue // protected priority requests only: none is put out
+		}
+		if n := len(q.ws); n > most || n == most && c == f {
 			fat, most = c, n
 		}
 	}
 	if most <= 0 {
-		return false // priority requests only: none is put out
+		return false
 	}
 	if !prio {
 		own := 0
 		if q := s.waiting[f]; q != nil {
-			own = len(q.ws) - q.prio
+			own = len(q.ws)
 		}
 		if fat == f || own+1 > most {
 			return false
@@ -225,13 +233,37 @@ func (s *connSlots) makeRoom(f flow, prio bool) bool {
 	q := s.waiting[fat]
 	for i := len(q.ws) - 1; i >= 0; i-- {
 		if w := q.ws[i]; !w.prio {
-			s.remove(fat, w)
-			w.done = true
-			w.ready <- ErrQueueShare
+			s.putOut(fat, w)
 			return true
 		}
 	}
-	return false
+	if fat == f {
+		return false // the newcomer's own priority requests, past its share
+	}
+	// Priority requests beyond the cluster's protected share.
+	s.putOut(fat, q.ws[len(q.ws)-1])
+	return true
+}
+
+// evictable is how many of q's requests may be put out: its ordinary ones
+// and its priority ones beyond prioLine. s.mu is held.
+func (s *connSlots) evictable(q *queue) int { return len(q.ws) - min(q.prio, s.prioLine()) }
+
+// prioLine is how many of one cluster's priority requests are never put
+// out of a full line: half of it.
+func (s *connSlots) prioLine() int { return max(1, s.queueLen/2) }
+
+// prioSlots is how many slots a cluster may hold and still have its
+// priority requests served before the others': half of them. Past it,
+// its requests take their turn as ordinary ones, so that one pass holder
+// or one crawler cannot take every slot from the people without a pass.
+func (s *connSlots) prioSlots() int { return max(1, (s.size+1)/2) }
+
+// putOut takes w out of f's line and tells it so. s.mu is held.
+func (s *connSlots) putOut(f flow, w *waiter) {
+	s.remove(f, w)
+	w.done = true
+	w.ready <- ErrQueueShare
 }
 
 // remove takes w out of f's line. s.mu is held.
@@ -273,13 +305,33 @@ func (s *connSlots) release(f flow) {
 		s.inUse--
 		return
 	}
-	prio := s.nprio > 0
+	var next flow
+	var best *waiter
+	if s.nprio > 0 {
+		next, best = s.pick(true)
+	}
+	if best == nil {
+		next, best = s.pick(false)
+	}
+	s.held[next]++
+	s.remove(next, best)
+	s.grants++
+	s.served[next] = s.grants
+	best.done = true
+	best.ready <- nil
+}
+
+// pick chooses the next request served: with prio, the oldest priority
+// request of a cluster holding fewer than prioSlots (nil if none);
+// without, each cluster's oldest, whatever its priority. Among clusters,
+// before decides. s.mu is held.
+func (s *connSlots) pick(prio bool) (flow, *waiter) {
 	var next flow
 	var best *waiter
 	for c, q := range s.waiting {
 		w := q.ws[0]
 		if prio {
-			if q.prio == 0 {
+			if q.prio == 0 || s.held[c] >= s.prioSlots() {
 				continue
 			}
 			for _, x := range q.ws {
@@ -293,12 +345,7 @@ func (s *connSlots) release(f flow) {
 			next, best = c, w
 		}
 	}
-	s.held[next]++
-	s.remove(next, best)
-	s.grants++
-	s.served[next] = s.grants
-	best.done = true
-	best.ready <- nil
+	return next, best
 }
 
 // before reports whether cluster a's request wa is served before cluster

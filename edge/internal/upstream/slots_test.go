@@ -218,6 +218,80 @@ func TestConnSlotsQueueShare(t *testing.T) {
 	}
 }
 
+// TestConnSlotsPriorityShare: priority is no licence to take every slot
+// or the whole line: a priority cluster holding half the slots waits its
+// turn as an ordinary one, and its priority requests beyond half the
+// line are put out for another cluster's.
+func TestConnSlotsPriorityShare(t *testing.T) {
+	t.Parallel()
+	s := newConnSlots(2, 0, 1024, 0)
+	crawler, person, other := flow{cluster: "crawler"}, flow{cluster: "person"}, flow{cluster: "other"}
+	if err := s.acquire(context.Background(), crawler, true, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.acquire(context.Background(), person, false, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got, failed := make(chan string, 8), make(chan error, 8)
+	for range 3 {
+		lineUp(t, s, crawler, true, "crawler", got, failed)
+	}
+	lineUp(t, s, other, false, "other", got, failed)
+	s.release(person)
+	if n := <-got; n != "other" {
+		t.Errorf("with the crawler holding half the slots, the freed one went to %q, want other", n)
+	}
+	s.release(crawler)
+	if n := <-got; n != "crawler" {
+		t.Errorf("with the crawler holding none, the freed one went to %q, want the crawler's priority request", n)
+	}
+
+	// The line: 4 places, a priority cluster's 2 protected.
+	l := newConnSlots(1, 4, 1024, 0)
+	if err := l.acquire(context.Background(), person, false, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		lineUp(t, l, crawler, true, "crawler", got, failed)
+	}
+	if err := l.acquire(context.Background(), crawler, true, time.Minute); !errors.Is(err, ErrQueueShare) {
+		t.Errorf("the crawler's fifth priority request in a line of 4 it fills: %v, want ErrQueueShare", err)
+	}
+	for i := 1; i <= 2; i++ {
+		// other's request takes the place of the crawler's newest: the
+		// line's length stays, so wait for other's own line
+		go func() {
+			if err := l.acquire(context.Background(), other, false, time.Minute); err != nil {
+				failed <- err
+				return
+			}
+			got <- "other"
+		}()
+		if err := <-failed; !errors.Is(err, ErrQueueShare) {
+			t.Fatalf("other's request %d: %v, want the crawler's newest put out (ErrQueueShare)", i, err)
+		}
+		testnet.WaitFor(t, 5*time.Second, func() bool {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			q := l.waiting[other]
+			return q != nil && len(q.ws) == i
+		})
+	}
+	// two left, both protected: a third of other's is refused
+	if err := l.acquire(context.Background(), other, false, time.Minute); !errors.Is(err, ErrQueueShare) {
+		t.Errorf("other's third request against the crawler's protected two: %v, want ErrQueueShare", err)
+	}
+	l.mu.Lock()
+	nc, no := len(l.waiting[crawler].ws), len(l.waiting[other].ws)
+	l.mu.Unlock()
+	if nc != 2 || no != 2 {
+		t.Errorf("the line holds %d of the crawler's and %d of other's, want 2 and 2", nc, no)
+	}
+	if len(failed) != 0 {
+		t.Errorf("a request failed: %v", <-failed)
+	}
+}
+
 // TestLatencyQuantiles: the window's median and 95th percentile, within a
 // bucket, and only of the last StatsWindow.
 func TestLatencyQuantiles(t *testing.T) {
