@@ -68,7 +68,9 @@ func (h *Handler) denyConn(fp *tlsfp.Fingerprint, peer netip.Addr) (geo.Info, bo
 	if fp.ALPN == "acme-tls/1" {
 		return geo.Info{}, false // the ACME CA validating a TLS-ALPN-01 challenge
 	}
-	c := policy.ConnInfo{RemoteAddr: peer, JA4: fp.JA4, ClientFamily: fp.Client.Family}
+	// The JA4 the request path judges by (reqState.ja4): a resumed
+	// hello's full handshake's.
+	c := policy.ConnInfo{RemoteAddr: peer, JA4: fp.JA4Session, ClientFamily: fp.Client.Family}
 	var gi geo.Info
 	if h.env.Geo != nil {
 		gi = h.env.Geo.Lookup(peer)

@@ -98,7 +98,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	// The values share one array of the request's state: one allocation
 	// for all of them (each a full slice: a rule that adds to one copies).
 	vals := append(st.hdrVals[:0], peer, forwardedProto(pr.In), pr.In.Host, client, st.id,
-		strconv.Itoa(st.weight), st.action, st.ja4)
+		strconv.Itoa(st.weight), st.action, helloJA4(st))
 	for i, k := range [...]string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Real-Ip",
 		"X-Request-Id", "X-Maat-Weight", "X-Maat-Action", "X-Maat-Ja4"} {
 		if vals[i] != "" || k != "X-Maat-Ja4" {
@@ -262,4 +262,13 @@ func clientLeft(err error) bool {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// helloJA4 is FoxIO's JA4 of the connection's own ClientHello, as the
+// fingerprint log writes it (st.ja4 is the session's, for decisions).
+func helloJA4(st *reqState) string {
+	if st.tls == nil {
+		return ""
+	}
+	return st.tls.JA4
 }

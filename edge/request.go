@@ -31,7 +31,7 @@ type reqState struct {
 	up          upstream.Route // what the upstream transport needs, on the request's context
 	tls         *tlsfp.Fingerprint
 	http        *httpfp.Fingerprint
-	ja4         string
+	ja4         string  // the JA4 decisions use: the session's full handshake's (tlsfp.Fingerprint.JA4Session)
 	cluster     string  // the client's cluster (clusterKey), for the upstream's line and the log
 	pressure    float64 // the site's pressure when the policy judged the request
 	priority    bool    // first in the upstream's line: a pass holder, a crawler the policy allows
@@ -83,7 +83,12 @@ func (h *Handler) newState(r *http.Request) *reqState {
 	}
 	st.tls = tlsfp.FromContext(r.Context())
 	if st.tls != nil {
-		st.ja4 = st.tls.JA4
+		// A resumed session's hello has another JA4 than its full
+		// handshake (pre_shared_key counts): the policy, its RATE buckets
+		// and the client's cluster go by the full handshake's, so that
+		// resuming changes no decision. The log and X-Maat-JA4 keep
+		// FoxIO's JA4 of the connection's own hello.
+		st.ja4 = st.tls.JA4Session
 	}
 	if fp, ok := httpfp.FromRequest(r); ok {
 		st.http = fp
@@ -227,7 +232,6 @@ func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
 		Method:    r.Method,
 		Path:      r.URL.Path,
 		Proto:     r.Proto,
-		JA4:       st.ja4,
 		UserAgent: r.UserAgent(),
 		Cluster:   st.cluster,
 		Pressure:  st.pressure,
@@ -243,9 +247,14 @@ func (h *Handler) finish(st *reqState, rec *recorder, r *http.Request) {
 	}
 	if f := st.tls; f != nil {
 		line.TLSVersion, line.SNI, line.ALPN = f.TLSVersion, f.SNI, f.ALPN
+		line.JA4 = f.JA4
+		if f.JA4Session != f.JA4 {
+			line.JA4Session = f.JA4Session
+		}
 		line.JA4R, line.JA4O, line.JA4RO = f.JA4R, f.JA4O, f.JA4RO
 		line.ClientFamily = f.Client.Family
 	}
+	line.Resumed = r.TLS != nil && r.TLS.DidResume
 	if hf := st.http; hf != nil {
 		line.HFP, line.HFPR, line.H2FP = hf.HFP, hf.HFPR, hf.H2FP
 		if h.cfg.Fingerprints.JA4H {

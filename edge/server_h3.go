@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -35,7 +36,7 @@ func (s *Server) startH3(udp net.PacketConn) error {
 	}
 	s.quicTr = tr
 	base := s.tlsConf.Clone()
-	base.GetConfigForClient = tlsfp.GetConfigForClient(s.refuseQUIC(base.GetConfigForClient)) // limits.refuse_early (early.go)
+	base.GetConfigForClient = tlsfp.GetConfigForClient(s.refuseQUIC(s.quicSessions(base, base.GetConfigForClient))) // limits.refuse_early (early.go)
 	tlsConf := http3.ConfigureTLSConfig(base)
 	qconf := &quic.Config{
 		HandshakeIdleTimeout: s.base.Timeouts.Handshake.D(),
@@ -148,4 +149,25 @@ func (s *Server) quicConnContext(ctx context.Context, _ *quic.ClientInfo) (conte
 	})
 	ctx = context.WithValue(ctx, quicHandshakeKey{}, hs)
 	return tlsfp.NewContext(ctx, tlsfp.NewCapture()), nil
+}
+
+// quicSessions wraps next, the GetConfigForClient of QUIC connections, so
+// that with fingerprints.ticket_ja4 on, a connection's session tickets
+// carry the JA4 of the session's full handshake (tlsfp.SessionConfig of
+// base, the QUIC tls.Config, for the connection's Capture), as on TCP.
+// quic-go and its http3 add their own entries to the same tickets, around
+// it.
+func (s *Server) quicSessions(base *tls.Config, next func(*tls.ClientHelloInfo) (*tls.Config, error)) func(*tls.ClientHelloInfo) (*tls.Config, error) {
+	return func(chi *tls.ClientHelloInfo) (*tls.Config, error) {
+		if next != nil {
+			if conf, err := next(chi); conf != nil || err != nil {
+				return conf, err
+			}
+		}
+		src, ok := tlsfp.SourceFromContext(chi.Context())
+		if !ok || !s.handler.Load().cfg.Fingerprints.TicketJA4On() {
+			return nil, nil
+		}
+		return tlsfp.SessionConfig(base, src), nil
+	}
 }

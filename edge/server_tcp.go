@@ -113,7 +113,11 @@ func (s *Server) handleTLS(c net.Conn) (serve func()) {
 		return nil
 	}
 	rc := &recordingConn{Conn: c}
-	tc := tls.Server(rc, s.tlsConf)
+	conf := s.tlsConf
+	if fc := tlsfp.ConnOf(c); fc != nil && s.handler.Load().cfg.Fingerprints.TicketJA4On() {
+		conf = tlsfp.SessionConfig(s.tlsConf, fc) // fingerprints.ticket_ja4
+	}
+	tc := tls.Server(rc, conf)
 	ctx, cancel := context.WithDeadline(s.hsCtx, deadline)
 	err := tc.HandshakeContext(ctx) // closes the connection when ctx ends
 	cancel()

@@ -31,6 +31,11 @@
 //   - ja4, ja4_r, ja4_o, ja4_ro: the JA4 TLS client fingerprint of the
 //     connection and its raw, original-order and raw original-order forms
 //     (FoxIO's JA4 specification, BSD-3-Clause); "q…" for QUIC.
+//   - ja4_session: the JA4 of the session's full handshake, which the
+//     policy judged the request by, when it is not ja4 (a resumed
+//     session: pre_shared_key counts in ja4); left out otherwise.
+//   - resumed: true when the connection resumed a TLS session; left out
+//     otherwise.
 //   - hfp, hfp_r: Maat's header fingerprint: the header names in wire order,
 //     lowercased and joined with "," (hfp_r), and "h1"/"h2"/"h3" + their
 //     count in two digits + "_" + the first 12 hex digits of SHA-256(hfp_r)

@@ -32,20 +32,26 @@ type Record struct {
 	// to, its number and organization; Country is the address's ISO 3166-1
 	// alpha-2 country code. They are set only with a geo database; zero
 	// and empty values are left out.
-	ASN          uint32
-	ASOrg        string
-	Country      string
-	Host         string
-	Method       string
-	Path         string
-	Proto        string
-	TLSVersion   string
-	SNI          string
-	ALPN         string
-	JA4          string
-	JA4R         string
-	JA4O         string
-	JA4RO        string
+	ASN        uint32
+	ASOrg      string
+	Country    string
+	Host       string
+	Method     string
+	Path       string
+	Proto      string
+	TLSVersion string
+	SNI        string
+	ALPN       string
+	JA4        string
+	JA4R       string
+	JA4O       string
+	JA4RO      string
+	// JA4Session is the JA4 of the session's full handshake, which the
+	// policy judged the request by, when it is not JA4: the connection
+	// resumed a session (its hello's pre_shared_key counts in JA4).
+	JA4Session string
+	// Resumed marks a connection that resumed a TLS session.
+	Resumed      bool
 	HFP          string
 	HFPR         string
 	H2FP         string
@@ -159,6 +165,10 @@ func (r *Record) appendJSON(b []byte, ip []byte) []byte {
 	b = appendField(b, `"ja4_r":`, r.JA4R)
 	b = appendField(b, `"ja4_o":`, r.JA4O)
 	b = appendField(b, `"ja4_ro":`, r.JA4RO)
+	b = appendField(b, `"ja4_session":`, r.JA4Session)
+	if r.Resumed {
+		b = append(b, `"resumed":true,`...)
+	}
 	b = appendField(b, `"hfp":`, r.HFP)
 	b = appendField(b, `"hfp_r":`, r.HFPR)
 	b = appendField(b, `"h2fp":`, r.H2FP)
@@ -383,6 +393,8 @@ type line struct {
 	JA4R         string     `json:"ja4_r"`
 	JA4O         string     `json:"ja4_o"`
 	JA4RO        string     `json:"ja4_ro"`
+	JA4Session   string     `json:"ja4_session"`
+	Resumed      bool       `json:"resumed"`
 	HFP          string     `json:"hfp"`
 	HFPR         string     `json:"hfp_r"`
 	H2FP         string     `json:"h2fp"`
@@ -436,6 +448,8 @@ func ParseLine(data []byte) (Record, error) {
 		JA4R:         l.JA4R,
 		JA4O:         l.JA4O,
 		JA4RO:        l.JA4RO,
+		JA4Session:   l.JA4Session,
+		Resumed:      l.Resumed,
 		HFP:          l.HFP,
 		HFPR:         l.HFPR,
 		H2FP:         l.H2FP,

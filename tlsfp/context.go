@@ -29,6 +29,13 @@ func FromContext(ctx context.Context) *Fingerprint {
 	return s.Fingerprint()
 }
 
+// SourceFromContext returns the Source that NewContext put in ctx, e.g.
+// for [SessionConfig] in a GetConfigForClient callback of QUIC.
+func SourceFromContext(ctx context.Context) (Source, bool) {
+	s := sourceFromContext(ctx)
+	return s, s != nil
+}
+
 // sourceFromContext returns the Source in ctx, or nil.
 func sourceFromContext(ctx context.Context) Source {
 	s, _ := ctx.Value(contextKey{}).(Source)

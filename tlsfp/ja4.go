@@ -48,7 +48,9 @@ type Fingerprint struct {
 	// GREASE excluded and not capped (JA4 caps them at 99).
 	Ciphers, Extensions int
 
-	// Client is the known client this JA4 belongs to; zero if unknown.
+	// Client is the known client this JA4 belongs to; zero if unknown. For
+	// a resumed session it is JA4Session's when the table knows that one
+	// (the table holds full handshakes), else JA4's.
 	Client Client
 }
 
@@ -137,7 +139,7 @@ func (h *Hello) Fingerprint(quic bool) *Fingerprint {
 		}
 		first := full.Fingerprint(quic)
 		fp.JA4Session = first.JA4
-		if fp.Client == (Client{}) {
+		if first.Client != (Client{}) {
 			fp.Client = first.Client // the known-client table holds full handshakes
 		}
 	}

@@ -363,7 +363,16 @@ type LogConfig struct {
 // Fingerprints switches optional fingerprints on.
 type Fingerprints struct {
 	JA4H bool `yaml:"ja4h"` // FoxIO License 1.1; off by default
+	// TicketJA4: the session tickets the edge issues carry the JA4 of the
+	// session's full handshake, and a resumed connection is judged by it
+	// (tlsfp.SessionConfig). nil (absent) = on; false = crypto/tls's own
+	// tickets, a resumed connection judged by its hello without
+	// pre_shared_key and early_data.
+	TicketJA4 *bool `yaml:"ticket_ja4"`
 }
+
+// TicketJA4On reports whether fingerprints.ticket_ja4 is on (the default).
+func (f Fingerprints) TicketJA4On() bool { return f.TicketJA4 == nil || *f.TicketJA4 }
 
 // Timeouts bound what clients and upstreams may take.
 type Timeouts struct {

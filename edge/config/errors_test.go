@@ -126,6 +126,9 @@ sites:
     hosts: [a.example]
 `, []string{`e.yaml:1: x-site: unknown key (known here: listen, tls, sites, policy, challenge, store, log, fingerprints, timeouts, limits, storm, geo, divert, trusted_proxies, dry_run)`,
 				`e.yaml:7: sites[1].hosts[0]: host "a.example" is already used by sites[0]`}},
+		{"fingerprints' keys",
+			`fingerprints: { ticket_ja4: true, ticket_ja: true }
+`, []string{`e.yaml:1: fingerprints.ticket_ja: unknown key; did you mean ticket_ja4?`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

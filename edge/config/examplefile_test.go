@@ -194,12 +194,14 @@ func TestExampleConfigParses(t *testing.T) {
 
 	// Every value the example writes is the default, except what its
 	// header names: the placeholder site and the two files under the
-	// service's directories. http3 is written out; absent means true.
+	// service's directories. http3 and fingerprints.ticket_ja4 are
+	// written out; absent means true.
 	want := config.Default()
 	want.Challenge.SecretFile = "/var/lib/edge/secret"
 	want.Log.Fingerprints = "/var/log/edge/fp.jsonl"
 	on := true
 	want.Listen.HTTP3 = &on
+	want.Fingerprints.TicketJA4 = &on
 	ct := reflect.TypeFor[config.Config]()
 	got, def := reflect.ValueOf(cfg), reflect.ValueOf(want)
 	for i := range ct.NumField() {

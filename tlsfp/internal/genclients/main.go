@@ -299,22 +299,37 @@ func realClients() ([]sample, error) {
 			}
 		}
 	}
-	// Go's own net/http client, in process.
-	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
-		ForceAttemptHTTP2: true,
-	}, Timeout: 10 * time.Second}
+	// Go's own net/http client, in process; and with a
+	// ClientSessionCache, whose full handshakes offer session_ticket and
+	// psk_key_exchange_modes besides (a resumed hello adds pre_shared_key,
+	// which tlsfp leaves out of JA4Session), over HTTP/2 and over HTTP/1.1
+	// named by ALPN.
 	gv := strings.TrimPrefix(runtime.Version(), "go")
-	for _, url := range c.urls {
-		resp, err := client.Get(url)
-		if err != nil {
-			return nil, fmt.Errorf("go client: %w", err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		client.CloseIdleConnections()
-		for _, ja4 := range c.take() {
-			out = append(out, sample{ja4, "go", gv, "Go " + gv + " net/http"})
+	for _, v := range []struct {
+		source string
+		conf   *tls.Config
+		h2     bool
+	}{
+		{"", &tls.Config{InsecureSkipVerify: true}, true},
+		{" ClientSessionCache", &tls.Config{InsecureSkipVerify: true}, true},
+		{" ClientSessionCache NextProtos http/1.1", &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}, false},
+	} {
+		for _, url := range c.urls {
+			conf := v.conf.Clone()
+			if v.source != "" {
+				conf.ClientSessionCache = tls.NewLRUClientSessionCache(1) // new each time: a full handshake
+			}
+			client := &http.Client{Transport: &http.Transport{TLSClientConfig: conf, ForceAttemptHTTP2: v.h2}, Timeout: 10 * time.Second}
+			resp, err := client.Get(url)
+			if err != nil {
+				return nil, fmt.Errorf("go client: %w", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			client.CloseIdleConnections()
+			for _, ja4 := range c.take() {
+				out = append(out, sample{ja4, "go", gv, "Go " + gv + " net/http" + v.source})
+			}
 		}
 	}
 	return out, nil

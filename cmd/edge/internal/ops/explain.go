@@ -212,8 +212,10 @@ func ExplainRequestFromLog(line []byte) (ExplainRequest, error) {
 
 // explainRequestFromRecord is ExplainRequestFromLog of a parsed line.
 func explainRequestFromRecord(rec *fplog.Record) ExplainRequest {
+	// A resumed session's request was judged by ja4_session, the JA4 of
+	// its full handshake.
 	er := ExplainRequest{
-		UA: rec.UserAgent, Path: rec.Path, JA4: rec.JA4, Method: rec.Method, Host: rec.Host,
+		UA: rec.UserAgent, Path: rec.Path, JA4: cmp.Or(rec.JA4Session, rec.JA4), Method: rec.Method, Host: rec.Host,
 		Proto: rec.Proto, HFP: rec.HFP, H2FP: rec.H2FP, ASN: rec.ASN, ASOrg: rec.ASOrg, Country: rec.Country,
 	}
 	if a, err := netip.ParseAddr(rec.ClientIP); err == nil {

@@ -114,6 +114,11 @@ func TestExplainRequestFromLog(t *testing.T) {
 	if !equalExplain(er, want) {
 		t.Errorf("%+v\nwant %+v", er, want)
 	}
+	// A resumed session's line: the policy judged it by ja4_session.
+	er, err = ExplainRequestFromLog([]byte(`{"ja4":"t13d3113h1_e8f1e7e78f70_ac6b91b2c826","ja4_session":"t13d3112h1_e8f1e7e78f70_b26ce05bbdd6","resumed":true}`))
+	if err != nil || er.JA4 != "t13d3112h1_e8f1e7e78f70_b26ce05bbdd6" {
+		t.Errorf("resumed session: JA4 %s, %v; want ja4_session's", er.JA4, err)
+	}
 	r, err := fromLogRequest(t, `{"remote_ip":"h:3fa9c1","user_agent":"x","hfp_r":"host,user-agent,accept-language"}`)
 	if err != nil {
 		t.Fatal(err)
