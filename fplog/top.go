@@ -28,10 +28,18 @@ var ErrUnknownBy = errors.New("fplog: unknown -by field")
 
 // byFields maps the names of TopOptions.By to the values of a record.
 var byFields = map[string]func(r *Record) string{
-	"ja4":     func(r *Record) string { return r.JA4 },
-	"ja4_r":   func(r *Record) string { return r.JA4R },
-	"ja4_o":   func(r *Record) string { return r.JA4O },
-	"ja4_ro":  func(r *Record) string { return r.JA4RO },
+	"ja4":    func(r *Record) string { return r.JA4 },
+	"ja4_r":  func(r *Record) string { return r.JA4R },
+	"ja4_o":  func(r *Record) string { return r.JA4O },
+	"ja4_ro": func(r *Record) string { return r.JA4RO },
+	// The JA4 the policy judged the request by: a resumed session's full
+	// handshake's (ja4_session), else the hello's.
+	"ja4_session": func(r *Record) string {
+		if r.JA4Session != "" {
+			return r.JA4Session
+		}
+		return r.JA4
+	},
 	"hfp":     func(r *Record) string { return r.HFP },
 	"hfp_r":   func(r *Record) string { return r.HFPR },
 	"h2fp":    func(r *Record) string { return r.H2FP },

@@ -388,6 +388,37 @@ func TestByFields(t *testing.T) {
 	}
 }
 
+// TestTopByJA4Session counts a resumed session's requests under the JA4
+// of its full handshake, the one the policy judged them by, and the
+// others under their hello's.
+func TestTopByJA4Session(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	for _, r := range []Record{
+		{JA4: "t13d1516h2_full", Action: ActionAllow},
+		{JA4: "t13d1517h2_resumed", JA4Session: "t13d1516h2_full", Resumed: true, Action: ActionAllow},
+		{JA4: "t13d1517h2_resumed", JA4Session: "t13d1516h2_full", Resumed: true, Action: ActionRate},
+		{JA4: "t13d0912h1_other", Action: ActionDeny},
+	} {
+		b.Write(append(r.AppendJSON(nil), '\n'))
+	}
+	path := filepath.Join(t.TempDir(), "fp.jsonl")
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Top([]string{path}, TopOptions{By: "ja4_session"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TopRow{
+		{"t13d1516h2_full", 3, 3.0 / 4, map[string]int64{ActionAllow: 2, ActionRate: 1}},
+		{"t13d0912h1_other", 1, 1.0 / 4, map[string]int64{ActionDeny: 1}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Top by ja4_session = %v; want %v", got, want)
+	}
+}
+
 // TestTopByReason counts why the edge refused requests itself; records the
 // site or the policy answered count as "".
 func TestTopByReason(t *testing.T) {
