@@ -246,8 +246,8 @@ func TestPassHoldersFirst(t *testing.T) {
 	}
 }
 
-// scrape returns the admin endpoint's series whose line starts with name
-// and labels, as "line value" pairs by line.
+// scrape returns the admin endpoint's maat_ series (comments apart), as
+// values by name and labels.
 func scrape(t *testing.T, e *testEdge) map[string]string {
 	t.Helper()
 	res, err := http.Get("http://" + e.Addrs().Admin + "/metrics")
@@ -259,7 +259,7 @@ func scrape(t *testing.T, e *testEdge) map[string]string {
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "maat_upstream_") || strings.HasPrefix(line, "maat_storm") {
+		if strings.HasPrefix(line, "maat_") {
 			k, v, _ := strings.Cut(line, " ")
 			out[k] = v
 		}

@@ -41,6 +41,9 @@ type Server struct {
 	log     *slog.Logger
 	base    config.Config // the configuration the listeners were built from
 	handler atomic.Pointer[Handler]
+	// procsNow is the processors the procs controller last set
+	// (maat_procs).
+	procsNow atomic.Int32
 
 	env    Env // shared by every Handler the Server builds
 	store  storeCloser
@@ -201,6 +204,8 @@ func newServer(cfg config.Config, log *slog.Logger, hooks testHooks) (_ *Server,
 	}
 	s.metrics = newMetrics(s.certs.Status)
 	s.env.metrics = s.metrics
+	s.metrics.addGaugeFunc("maat_procs", "Processors the edge runs Go code on (GOMAXPROCS; procs: adaptive changes it).",
+		func() float64 { return float64(s.procsNow.Load()) })
 	s.metrics.addGaugeFunc("maat_connections_parked", "Idle client connections parked: holding no buffer and no goroutine until their next byte.",
 		func() float64 { return float64(s.park.Parked()) })
 	if w := s.env.FPLog; w != nil {
@@ -411,6 +416,7 @@ func (s *Server) Start() (err error) {
 	if s.env.Geo != nil {
 		s.group.Go("geo", func() error { return s.env.Geo.Run(s.bg) })
 	}
+	s.startProcs()
 	return nil
 }
 

@@ -32,4 +32,11 @@ type testHooks struct {
 	// validating, when set, is called each time the edge validates a
 	// configuration itself (validateOnce).
 	validating func()
+	// procsTicks, procsCPU and procsSet, when set, replace the processors'
+	// controller's ticker, CPU time and GOMAXPROCS (procs: adaptive), so
+	// that a test neither waits for the clock nor changes its own
+	// process's GOMAXPROCS.
+	procsTicks <-chan time.Time
+	procsCPU   func() time.Duration
+	procsSet   func(int)
 }

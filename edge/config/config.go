@@ -42,6 +42,12 @@ type Config struct {
 	// to watch a new policy before enforcing it. A site's dry_run
 	// overrides it. Default false.
 	DryRun bool `yaml:"dry_run"`
+	// Procs is how many processors the edge runs Go code on: "all" (the
+	// default: what Go's runtime chooses, GOMAXPROCS) or "adaptive" (all
+	// until the edge has used less than half a processor for 5 s, then one
+	// until it uses more than three quarters of it: edge/internal/procs).
+	// A reload switches it.
+	Procs string `yaml:"procs"`
 
 	// Demo marks the embedded `edge demo` configuration: every host is
 	// answered and the demo upstream is told the request's fingerprints.
@@ -489,6 +495,7 @@ func Default() Config {
 	return Config{
 		Listen: Listen{HTTPS: ":443", HTTP: ":80", Admin: "127.0.0.1:9100"},
 		TLS:    TLSConfig{Mode: "acme", Cache: "/var/lib/edge"},
+		Procs:  "all",
 		Challenge: ChallengeConfig{
 			PassTTL: Duration(24 * time.Hour),
 			Bind:    []string{"ip_prefix", "ja4"},

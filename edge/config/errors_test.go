@@ -124,7 +124,7 @@ sites:
     hosts: [a.example]
   - <<: *site
     hosts: [a.example]
-`, []string{`e.yaml:1: x-site: unknown key (known here: listen, tls, sites, policy, challenge, store, log, fingerprints, timeouts, limits, storm, geo, divert, trusted_proxies, dry_run)`,
+`, []string{`e.yaml:1: x-site: unknown key (known here: listen, tls, sites, policy, challenge, store, log, fingerprints, timeouts, limits, storm, geo, divert, trusted_proxies, dry_run, procs)`,
 				`e.yaml:7: sites[1].hosts[0]: host "a.example" is already used by sites[0]`}},
 		{"fingerprints' keys",
 			`fingerprints: { ticket_ja4: true, ticket_ja: true }

@@ -61,6 +61,7 @@ func (c *Config) Validate() error {
 	c.validateUpstreamTLS(p)
 	c.validateUpstreamConns(p)
 	c.validateStorm(p)
+	c.validateProcs(p)
 	c.valid = len(p.errs) == 0
 	return errors.Join(p.errs...)
 }
@@ -592,5 +593,17 @@ func (c *Config) validateStorm(p *problems) {
 	}
 	if s.Hold < 0 {
 		p.add("storm.hold", "must not be negative")
+	}
+}
+
+func (c *Config) validateProcs(p *problems) {
+	switch c.Procs {
+	case "", "all":
+	case "adaptive":
+		if !procsAdaptive {
+			p.add("procs", "adaptive needs the process's CPU time (getrusage), which this system does not give: use all")
+		}
+	default:
+		p.add("procs", "want all or adaptive, got %q", c.Procs)
 	}
 }
