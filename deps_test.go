@@ -51,7 +51,7 @@ func allowed(from, to string) bool {
 		return leaves[top(to)] || to == "edge/config" || to == "edge/internal/park" ||
 			to == "edge/internal/upstream" || to == "edge/internal/spill" ||
 			to == "edge/internal/drain" || to == "edge/internal/basicauth" || to == "edge/internal/secret" ||
-			to == "edge/internal/console"
+			to == "edge/internal/console" || to == "edge/internal/procs"
 	case from == "edge/internal/upstream":
 		return leaves[top(to)] || to == "edge/internal/spill"
 	case from == "edge/internal/spill":
@@ -62,6 +62,8 @@ func allowed(from, to string) bool {
 		return to == "challenge" // its shortest secret
 	case from == "edge/internal/console":
 		return to == "fplog" // the actions and the client address modes; upstreams through its interface
+	case from == "edge/internal/procs":
+		return false // the CPU time and GOMAXPROCS are funcs the Server passes in
 	case from == "edge/internal/basicauth":
 		return false // the attempt limit is a func the Handler passes in
 	case from == "edge/internal/park":
