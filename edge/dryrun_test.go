@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -360,12 +359,7 @@ func earnHandlerPass(t *testing.T, h *Handler, path string) string {
 // counts them.
 func TestDryRunChallengeWhen(t *testing.T) {
 	t.Parallel()
-	echo := echoUpstream(t, "echo")
-	slow := newGatedUpstream(t)
-	fp := filepath.Join(t.TempDir(), "fp.jsonl")
-	e := startEdge(t, "dry_run: true\nlimits: {upstream_conns: 1, upstream_queue: 60s}\nstorm: {on: 0.5, off: 0.2, hold: 1h}\n"+
-		"challenge: {when: storm, wait: {max_weight: -1}}\npolicy: "+peoplePolicy(t)+"\nlog: {fingerprints: "+fp+"}\n"+
-		"sites: [{hosts: [localhost], upstream: "+echo.URL+", routes: [{path: /slow/, upstream: "+slow.URL+"}]}]\n")
+	e, slow, fp := startChallengeWhenEdge(t, "dry_run: true\n")
 	c := e.client(t, "h2")
 	human := func(path, action string) {
 		t.Helper()

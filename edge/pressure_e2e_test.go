@@ -184,6 +184,21 @@ func TestQueueShareOverflow(t *testing.T) {
 	}
 }
 
+// startChallengeWhenEdge starts an edge (with extra configuration) whose
+// site challenges "human" User-Agents (peoplePolicy) only in a storm
+// (challenge.when: storm), which the slow route's one slot, held, brings
+// on; it returns the slow upstream and the fingerprint log's path.
+func startChallengeWhenEdge(t *testing.T, extra string) (*testEdge, *gatedUpstream, string) {
+	t.Helper()
+	echo := echoUpstream(t, "echo")
+	slow := newGatedUpstream(t)
+	fp := filepath.Join(t.TempDir(), "fp.jsonl")
+	e := startEdge(t, extra+"limits: {upstream_conns: 1, upstream_queue: 60s}\nstorm: {on: 0.5, off: 0.2, hold: 1h}\n"+
+		"challenge: {when: storm, wait: {max_weight: -1}}\npolicy: "+peoplePolicy(t)+"\nlog: {fingerprints: "+fp+"}\n"+
+		"sites: [{hosts: [localhost], upstream: "+echo.URL+", routes: [{path: /slow/, upstream: "+slow.URL+"}]}]\n")
+	return e, slow, fp
+}
+
 // peoplePolicy challenges User-Agents that say "human" at one bit.
 func peoplePolicy(t *testing.T) string {
 	return writePolicy(t, "policy.yaml", "bots:\n  - name: people\n    user_agent_regex: human\n    action: CHALLENGE\n    challenge: {algorithm: fast, difficulty: 1}\n")
@@ -323,12 +338,7 @@ func TestPressureRises(t *testing.T) {
 // carries its cluster and the site's pressure.
 func TestChallengeWhen(t *testing.T) {
 	t.Parallel()
-	echo := echoUpstream(t, "echo")
-	slow := newGatedUpstream(t)
-	fp := filepath.Join(t.TempDir(), "fp.jsonl")
-	e := startEdge(t, "limits: {upstream_conns: 1, upstream_queue: 60s}\nstorm: {on: 0.5, off: 0.2, hold: 1h}\n"+
-		"challenge: {when: storm, wait: {max_weight: -1}}\npolicy: "+peoplePolicy(t)+"\nlog: {fingerprints: "+fp+"}\n"+
-		"sites: [{hosts: [localhost], upstream: "+echo.URL+", routes: [{path: /slow/, upstream: "+slow.URL+"}]}]\n")
+	e, slow, fp := startChallengeWhenEdge(t, "")
 	c := e.client(t, "h2")
 	human := func(path, cookie string) (int, string) {
 		t.Helper()

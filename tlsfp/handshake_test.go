@@ -26,13 +26,39 @@ type serverResult struct {
 // reports each connection. Plain HTTP gets the answer net/http gives.
 func startServer(t *testing.T, base *tls.Config) (string, <-chan serverResult) {
 	t.Helper()
+	results := make(chan serverResult, 1)
+	addr := acceptLoopback(t, func(raw net.Conn) {
+		var res serverResult
+		conf := base.Clone()
+		conf.GetConfigForClient = func(chi *tls.ClientHelloInfo) (*tls.Config, error) {
+			res.chi, _ = FromClientHelloInfo(chi, false)
+			return nil, nil
+		}
+		tc := tls.Server(raw, conf)
+		tc.SetDeadline(time.Now().Add(10 * time.Second))
+		res.hsErr = tc.Handshake()
+		var rhe tls.RecordHeaderError
+		if errors.As(res.hsErr, &rhe) && rhe.Conn != nil {
+			rhe.Conn.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"))
+		}
+		fc := ConnOf(tc)
+		res.conn, res.connErr = fc.Fingerprint(), fc.Err()
+		results <- res
+	})
+	return addr, results
+}
+
+// acceptLoopback listens on 127.0.0.1 behind NewListener until the test
+// ends, and serves each connection on a goroutine of its own, closing it
+// after.
+func acceptLoopback(t *testing.T, serve func(raw net.Conn)) string {
+	t.Helper()
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln := NewListener(tcp, Config{})
 	t.Cleanup(func() { ln.Close() })
-	results := make(chan serverResult, 1)
 	go func() {
 		for {
 			raw, err := ln.Accept()
@@ -41,26 +67,29 @@ func startServer(t *testing.T, base *tls.Config) (string, <-chan serverResult) {
 			}
 			go func() {
 				defer raw.Close()
-				var res serverResult
-				conf := base.Clone()
-				conf.GetConfigForClient = func(chi *tls.ClientHelloInfo) (*tls.Config, error) {
-					res.chi, _ = FromClientHelloInfo(chi, false)
-					return nil, nil
-				}
-				tc := tls.Server(raw, conf)
-				tc.SetDeadline(time.Now().Add(10 * time.Second))
-				res.hsErr = tc.Handshake()
-				var rhe tls.RecordHeaderError
-				if errors.As(res.hsErr, &rhe) && rhe.Conn != nil {
-					rhe.Conn.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"))
-				}
-				fc := ConnOf(tc)
-				res.conn, res.connErr = fc.Fingerprint(), fc.Err()
-				results <- res
+				serve(raw)
 			}()
 		}
 	}()
-	return tcp.Addr().String(), results
+	return tcp.Addr().String()
+}
+
+// quicLoopback is a quic-go Transport on 127.0.0.1 whose connections'
+// contexts carry a Capture, closed when the test ends.
+func quicLoopback(t *testing.T) *quic.Transport {
+	t.Helper()
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{
+		Conn: udp,
+		ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+			return NewContext(ctx, NewCapture()), nil
+		},
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
 }
 
 func serverConfig(t *testing.T) *tls.Config {
@@ -243,17 +272,7 @@ func TestAcceptDoesNotRead(t *testing.T) {
 // connection's context gives a QUIC fingerprint.
 func TestQUIC(t *testing.T) {
 	t.Parallel()
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &quic.Transport{
-		Conn: udp,
-		ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-			return NewContext(ctx, NewCapture()), nil
-		},
-	}
-	defer tr.Close()
+	tr := quicLoopback(t)
 	conf := serverConfig(t)
 	conf.NextProtos = []string{"h3"}
 	var nextCalled bool
@@ -268,7 +287,7 @@ func TestQUIC(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	client, err := quic.DialAddr(ctx, udp.LocalAddr().String(), &tls.Config{
+	client, err := quic.DialAddr(ctx, tr.Conn.LocalAddr().String(), &tls.Config{
 		ServerName: "localhost", InsecureSkipVerify: true, NextProtos: []string{"h3"},
 	}, nil)
 	if err != nil {

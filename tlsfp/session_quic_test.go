@@ -3,7 +3,6 @@ package tlsfp
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -34,17 +33,7 @@ func (c *putSignal) Put(key string, cs *tls.ClientSessionState) {
 // resumed connection reads it back.
 func TestSessionQUIC(t *testing.T) {
 	t.Parallel()
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &quic.Transport{
-		Conn: udp,
-		ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-			return NewContext(ctx, NewCapture()), nil
-		},
-	}
-	defer tr.Close()
+	tr := quicLoopback(t)
 	keyed := &tls.Config{}
 	keyed.SetSessionTicketKeys([][32]byte{{9}})
 	var mu sync.Mutex
@@ -85,7 +74,7 @@ func TestSessionQUIC(t *testing.T) {
 	defer cancel()
 	var fps []*Fingerprint
 	for i := range 2 {
-		client, err := quic.DialAddr(ctx, udp.LocalAddr().String(), clientConf, nil)
+		client, err := quic.DialAddr(ctx, tr.Conn.LocalAddr().String(), clientConf, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

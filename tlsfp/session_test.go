@@ -28,44 +28,29 @@ type seenConn struct {
 // that loads two more, and closing the connection after it.
 func startSessionServer(t *testing.T, base *tls.Config, tickets bool) (string, <-chan seenConn) {
 	t.Helper()
-	tcp, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := NewListener(tcp, Config{})
-	t.Cleanup(func() { ln.Close() })
 	out := make(chan seenConn, 16)
-	go func() {
-		for {
-			raw, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer raw.Close()
-				conf := base
-				if tickets {
-					conf = SessionConfig(base, ConnOf(raw))
-				}
-				tc := tls.Server(raw, conf)
-				_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
-				err := tc.Handshake()
-				if err == nil {
-					br := bufio.NewReader(tc)
-					for {
-						l, err := br.ReadString('\n')
-						if err != nil || l == "\r\n" {
-							break
-						}
-					}
-					body := "<html><body><script src=/s.js></script><img src=/i.png></body></html>"
-					fmt.Fprintf(tc, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
-				}
-				out <- seenConn{fp: ConnOf(raw).Fingerprint(), resumed: tc.ConnectionState().DidResume, err: err}
-			}()
+	addr := acceptLoopback(t, func(raw net.Conn) {
+		conf := base
+		if tickets {
+			conf = SessionConfig(base, ConnOf(raw))
 		}
-	}()
-	return tcp.Addr().String(), out
+		tc := tls.Server(raw, conf)
+		_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+		err := tc.Handshake()
+		if err == nil {
+			br := bufio.NewReader(tc)
+			for {
+				l, err := br.ReadString('\n')
+				if err != nil || l == "\r\n" {
+					break
+				}
+			}
+			body := "<html><body><script src=/s.js></script><img src=/i.png></body></html>"
+			fmt.Fprintf(tc, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		}
+		out <- seenConn{fp: ConnOf(raw).Fingerprint(), resumed: tc.ConnectionState().DidResume, err: err}
+	})
+	return addr, out
 }
 
 // goGet sends one request on a connection of its own with a Go TLS client
