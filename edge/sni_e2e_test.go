@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/maatproxy/maat/internal/testenv"
+	"github.com/maatproxy/maat/internal/testnet"
 )
 
 // TestUnknownSNI: a TLS hello whose server name no site serves is refused
@@ -31,7 +33,12 @@ func TestUnknownSNI(t *testing.T) {
 	if !errors.As(err, &oe) || oe.Op != "remote error" || oe.Err.Error() != "tls: unrecognized name" {
 		t.Errorf("handshake for unknown.test: %v; want the alert unrecognized_name", err)
 	}
-	if !strings.Contains(logs.String(), "refused with the TLS alert unrecognized_name") || !strings.Contains(logs.String(), "sni=unknown.test") {
+	// The edge logs after it sent the alert, which the client may read
+	// first: wait for the line.
+	if !testnet.WaitFor(t, 10*time.Second, func() bool {
+		l := logs.String()
+		return strings.Contains(l, "refused with the TLS alert unrecognized_name") && strings.Contains(l, "sni=unknown.test")
+	}) {
 		t.Errorf("the log does not say why:\n%s", logs.String())
 	}
 	c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "a.test", RootCAs: e.roots})
