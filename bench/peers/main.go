@@ -29,6 +29,7 @@ type options struct {
 	baseline    string // another edge binary, measured beside the first as "edge0"
 	floor       string // the gofloor binary, or "" to leave it out
 	noPark      bool   // also measure the edge with limits.park_after: 0s, as "edge-nopark"
+	adaptive    bool   // also measure the edge with procs: adaptive, as "edge-adaptive"
 	rounds      int
 	duration    time.Duration
 	hsDuration  time.Duration
@@ -44,6 +45,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.floor, "floor", "", "the gofloor binary (bench/peers/gofloor): net/http's server doing the least a proxy does, the floor of any Go front")
 	fs.StringVar(&o.baseline, "baseline", "", "an earlier edge binary to measure beside -edge, as edge0 (before and after a change, in one run)")
 	fs.BoolVar(&o.noPark, "nopark", false, "also measure the edge with parking off (limits.park_after: 0s), as edge-nopark")
+	fs.BoolVar(&o.adaptive, "adaptive", false, "also measure the edge with procs: adaptive (one processor while calm), as edge-adaptive")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds of each measurement; the order of fronts rotates each round")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each load run (whole seconds)")
 	fs.DurationVar(&o.hsDuration, "handshake-duration", 3*time.Second, "length of each handshake run")
@@ -98,6 +100,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.noPark {
 		starts = append(starts, func() (*front, error) {
 			return s.startEdge(ctx, "edge-nopark", o.edge, "limits: {park_after: 0s}\n")
+		})
+	}
+	if o.adaptive {
+		starts = append(starts, func() (*front, error) {
+			return s.startEdge(ctx, "edge-adaptive", o.edge, "procs: adaptive\n")
 		})
 	}
 	if o.floor != "" {

@@ -57,7 +57,7 @@ func printTable(out io.Writer, fronts []*front, results map[string][]sample, rat
 	if !ok {
 		return
 	}
-	for _, peer := range []string{"caddy", "nginx", "gofloor", "edge0", "edge-nopark"} {
+	for _, peer := range []string{"caddy", "nginx", "gofloor", "edge0", "edge-nopark", "edge-adaptive"} {
 		p, ok := rate[peer]
 		if !ok || p.med == 0 || cpu[peer].med == 0 {
 			continue
