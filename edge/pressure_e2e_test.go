@@ -420,3 +420,29 @@ func TestUpstreamSeriesOnce(t *testing.T) {
 	}
 	t.Error("no maat_upstream_capacity")
 }
+
+// TestOnePageManyParts: one person's page of 120 parts over HTTP/2, with
+// the default limits and an application that serves 8 at a time, waits
+// in the edge's line and is served whole: the default line holds more
+// than one client may have in flight, so none of the parts is a 503
+// (upstream_queue_share), which the line of 8 × 8 gave the last 48.
+func TestOnePageManyParts(t *testing.T) {
+	t.Parallel()
+	up := newGatedUpstream(t)
+	e := startEdge(t, "policy: \"\"\nsites: [{hosts: [localhost], upstream: "+up.URL+"}]\n")
+	c := e.client(t, "h2")
+	const parts = 120
+	got := make(chan [2]string, parts)
+	for i := range parts {
+		sendAs(e, c, "/part/"+strconv.Itoa(i), "", nil, got)
+	}
+	// Every part waits for one of the 8 slots (or holds one), and none
+	// was answered before the application answers.
+	waitQueue(t, queueOf(e), parts-8)
+	up.open()
+	for range parts {
+		if r := <-got; r[1] != "200 " {
+			t.Errorf("%s: %s, want 200", r[0], r[1])
+		}
+	}
+}

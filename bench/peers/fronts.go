@@ -353,7 +353,12 @@ func (s *setup) startFloor(ctx context.Context, bin string) (*front, error) {
 
 // startEdge runs the edge as users run it: `edge run` with the default
 // policy and the fingerprint log on, the certificate from files; extra is
-// more of its configuration (YAML), or "".
+// more of its configuration (YAML; indented lines go under limits:), or "".
+// limits.upstream_conns is 256, more than the load tools have in flight
+// (h2load 16 × 10), because nginx and Caddy open to the upstream what
+// they need: with the default 8 (a small application's capacity), the
+// edge's line made the HTTP/2 run's requests beyond 8 + 64 waiting a 503
+// (upstream_queue_share), which measured the line, not the proxy.
 func (s *setup) startEdge(ctx context.Context, name, bin, extra string) (*front, error) {
 	addr, err := freePort()
 	if err != nil {
@@ -372,6 +377,8 @@ sites:
 log:
   level: warn
   fingerprints: %s/fp.jsonl
+limits:
+  upstream_conns: 256
 %s`, addr, s.certFile, s.keyFile, state, state, s.upstream, state, extra)
 	path := filepath.Join(s.dir, name+".yaml")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {

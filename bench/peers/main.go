@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if o.noPark {
 		starts = append(starts, func() (*front, error) {
-			return s.startEdge(ctx, "edge-nopark", o.edge, "limits: {park_after: 0s}\n")
+			return s.startEdge(ctx, "edge-nopark", o.edge, "  park_after: 0s\n") // under limits:
 		})
 	}
 	if o.adaptive {

@@ -431,7 +431,8 @@ type Limits struct {
 	// UpstreamQueueLen caps the requests waiting for each upstream
 	// address's connections. The line is shared by client cluster: when it
 	// is full, the cluster with the most requests in it loses its newest
-	// (503 with Retry-After). 0 = 8 times the address's upstream_conns.
+	// (503 with Retry-After). 0 = 8 times the address's upstream_conns,
+	// and at least 512.
 	UpstreamQueueLen int `yaml:"upstream_queue_len"`
 	// UpstreamStreams caps the streams open to each upstream address
 	// (websockets, server-sent events, long polls), which hold none of its

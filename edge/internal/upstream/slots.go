@@ -78,8 +78,19 @@ type queue struct {
 // request.
 const DefaultStreamQuiet = time.Second
 
-// DefaultQueueFactor times Options.Conns is Options.QueueLen's default.
+// DefaultQueueFactor times Options.Conns, and at least DefaultQueueMin, is
+// Options.QueueLen's default.
 const DefaultQueueFactor = 8
+
+// DefaultQueueMin is the shortest default line: twice what one client may
+// have in flight (limits.requests_per_client's default, 256), so that one
+// person's page of many parts, waiting for a small application's slots,
+// never finds the line full of its own requests (a 503 for a picture on
+// an idle site).
+const DefaultQueueMin = 512
+
+// defaultQueueLen is the line's length for size slots when none is set.
+func defaultQueueLen(size int) int { return max(DefaultQueueFactor*size, DefaultQueueMin) }
 
 var (
 	// ErrStreamsFull is a stream beyond Options.Streams.
@@ -103,7 +114,7 @@ func newConnSlots(size, queueLen, streams int, quiet time.Duration) *connSlots {
 		quiet = DefaultStreamQuiet
 	}
 	if queueLen <= 0 {
-		queueLen = DefaultQueueFactor * size
+		queueLen = defaultQueueLen(size)
 	}
 	return &connSlots{size: size, queueLen: max(queueLen, 1), streams: int32(streams), quiet: quiet,
 		held: map[flow]int{}, served: map[flow]uint64{}, waiting: map[flow]*queue{}}
@@ -446,7 +457,7 @@ func (t *slotTable) forHost(host string) *connSlots {
 	}
 	queueLen := t.queueLen
 	if queueLen <= 0 {
-		queueLen = DefaultQueueFactor * size
+		queueLen = defaultQueueLen(size)
 	}
 	s := newConnSlots(size, queueLen, t.streams, t.quiet)
 	t.byHost[host] = s

@@ -35,7 +35,8 @@ type Options struct {
 	// QueueLen caps the requests waiting for a slot of each address
 	// (limits.upstream_queue_len); beyond, the cluster with the most
 	// waiting loses its newest (ErrQueueShare). If zero,
-	// DefaultQueueFactor times the address's Conns.
+	// DefaultQueueFactor times the address's Conns, at least
+	// DefaultQueueMin.
 	QueueLen int
 	// ConnectTimeout bounds a dial and its TLS handshake
 	// (timeouts.upstream_dial; if zero, only the system bounds them), and
