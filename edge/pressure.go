@@ -50,24 +50,43 @@ func pressureOf(s upstream.Stats, queueTimeout time.Duration) float64 {
 	return min(max(p, 0), 1)
 }
 
-// stormState is storm mode's hysteresis: on when the pressure reaches on;
-// off once it has stayed below off for hold. It is driven by observations
-// (pressure, time), so a test gives it its own clock.
+// stormState is storm mode's hysteresis: on once the pressure has stayed
+// at on or above for rise; off once it has stayed below off for hold. It
+// is driven by observations (pressure, time), so a test gives it its own
+// clock. Observations come with requests, at most every pressureEvery: a
+// gap of more than riseGap between two is no evidence that the pressure
+// stayed up, and starts the rise's count again.
 type stormState struct {
-	on, off float64
-	hold    time.Duration
+	on, off    float64
+	rise, hold time.Duration
 
 	storm    bool
 	calmFrom time.Time // when the pressure fell below off, in a storm; zero: not below
+	highFrom time.Time // when the pressure reached on, out of a storm; zero: not at on
+	last     time.Time // the last observation
 }
+
+// riseGap is the longest gap between two observations over which the
+// pressure counts as having stayed at on.
+const riseGap = 3 * pressureEvery
 
 // observe takes the pressure p measured at now and reports whether the
 // site is in storm mode.
 func (s *stormState) observe(now time.Time, p float64) bool {
+	gap := !s.last.IsZero() && now.Sub(s.last) > riseGap
+	s.last = now
 	switch {
+	case p >= s.on && s.storm:
+		s.calmFrom = time.Time{}
 	case p >= s.on:
-		s.storm, s.calmFrom = true, time.Time{}
+		if s.highFrom.IsZero() || gap {
+			s.highFrom = now
+		}
+		if now.Sub(s.highFrom) >= s.rise {
+			s.storm, s.calmFrom, s.highFrom = true, time.Time{}, time.Time{}
+		}
 	case !s.storm:
+		s.highFrom = time.Time{}
 	case p >= s.off:
 		s.calmFrom = time.Time{}
 	default: // in a storm, below off
@@ -107,7 +126,7 @@ type loadSample struct {
 
 func newSiteLoad(pools []*upstream.Pool, names []string, cfg *config.Config) *siteLoad {
 	return &siteLoad{pools: pools, names: names, queueTimeout: cfg.Limits.UpstreamQueue.D(),
-		storm:    stormState{on: cfg.Storm.On, off: cfg.Storm.Off, hold: cfg.Storm.Hold.D()},
+		storm:    stormState{on: cfg.Storm.On, off: cfg.Storm.Off, rise: cfg.Storm.Rise.D(), hold: cfg.Storm.Hold.D()},
 		stats:    make([]upstream.Stats, len(pools)),
 		pressure: make([]float64, len(pools))}
 }

@@ -76,6 +76,45 @@ func TestStormHysteresis(t *testing.T) {
 	}
 }
 
+// TestStormRise: storm mode begins only once the pressure has stayed at on
+// for rise, observed without a gap: one page's burst (a few hundred
+// milliseconds of full slots) is not a storm, nor are two bursts a second
+// apart with nothing observed between them.
+func TestStormRise(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	s := stormState{on: 0.5, off: 0.2, rise: time.Second, hold: 30 * time.Second}
+	for i, step := range []struct {
+		ms   int
+		p    float64
+		want bool
+	}{
+		{0, 1, false},     // a burst begins
+		{100, 1, false},   //
+		{300, 1, false},   //
+		{400, 0.1, false}, // it is over
+		{1200, 1, false},  // another, after a gap: its own count
+		{1500, 1, false},
+		{1800, 1, false},
+		{2100, 1, false}, // 900 ms up
+		{2300, 1, true},  // 1.1 s up, observed every 200-300 ms
+		{2400, 0.1, true},
+		{32400, 0.1, false}, // hold: off
+		{32500, 1, false},   // up again
+		{32600, 1, false},
+		{33000, 1, false}, // a gap of 400 ms: the count starts again
+		{33300, 1, false},
+		{33600, 1, false},
+		{33900, 1, false},
+		{34000, 1, true},
+	} {
+		if got := s.observe(at(step.ms), step.p); got != step.want {
+			t.Fatalf("step %d (t=%dms, pressure %v): storm %v, want %v", i, step.ms, step.p, got, step.want)
+		}
+	}
+}
+
 // TestClusterKey: a pass is its own cluster; without one, the TLS and
 // HTTP/2 stacks in one network (the ASN, else the /24 or IPv6 /48) are one
 // cluster, and another network or stack another.

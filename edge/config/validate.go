@@ -594,6 +594,9 @@ func (c *Config) validateStorm(p *problems) {
 	if s.Hold < 0 {
 		p.add("storm.hold", "must not be negative")
 	}
+	if s.Rise < 0 {
+		p.add("storm.rise", "must not be negative")
+	}
 }
 
 func (c *Config) validateProcs(p *problems) {
