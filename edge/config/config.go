@@ -310,7 +310,7 @@ type Storm struct {
 	Off float64 `yaml:"off"` // default 0.2
 	// Rise is how long the pressure must stay at on or above before storm
 	// mode begins, so that one page's burst of parts on a fast
-	// application does not turn it on; default 1s, 0s: at once.
+	// application does not turn it on; default 500ms, 0s: at once.
 	Rise Duration `yaml:"rise"`
 	Hold Duration `yaml:"hold"` // default 30s
 }
@@ -507,7 +507,7 @@ func Default() Config {
 			Wait:    WaitConfig{Duration: Duration(5 * time.Second)},
 		},
 		Store: StoreConfig{Kind: "memory"},
-		Storm: Storm{On: 0.5, Off: 0.2, Rise: Duration(time.Second), Hold: Duration(30 * time.Second)},
+		Storm: Storm{On: 0.5, Off: 0.2, Rise: Duration(500 * time.Millisecond), Hold: Duration(30 * time.Second)},
 		Log:   LogConfig{Level: "info", MaxSizeMB: 100, MaxFiles: 10, ClientIP: "full"},
 		Timeouts: Timeouts{
 			Handshake:    Duration(10 * time.Second),
