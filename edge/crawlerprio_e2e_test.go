@@ -133,18 +133,6 @@ func allowAllPolicy(t *testing.T) string {
 	return writePolicy(t, "policy.yaml", "bots:\n  - {name: everyone, path_regex: ., action: ALLOW}\n")
 }
 
-// stepAll lets the n requests that wait behind the one holding the slot
-// through, one at a time, then the last; it returns the order the
-// upstream received them in.
-func stepAll(t *testing.T, up *steppedUpstream, n int) string {
-	t.Helper()
-	for k := 2; k <= n+1; k++ {
-		up.step(t, k)
-	}
-	up.next <- struct{}{}
-	return strings.Join(up.arrived(), " ")
-}
-
 // TestVerifiedCrawlerFirst: with the upstream's one slot busy, a flood of
 // one cluster and an older request of another waiting, a Googlebot whose
 // address passes forward-confirmed reverse DNS (a loopback DNS server
@@ -197,11 +185,7 @@ func verifiedCrawlerFirst(t *testing.T, policyFile string) {
 	if order, want := stepAll(t, up, 5), "/flood/0 /crawler /other /flood/1 /flood/2 /flood/3"; order != want {
 		t.Errorf("the upstream served %s, want %s: the verified crawler first", order, want)
 	}
-	for range 6 {
-		if r := <-got; r[1] != "200 " {
-			t.Errorf("%s: %s", r[0], r[1])
-		}
-	}
+	wantOK(t, got, 6)
 	// The verdicts were the DNS server's: the PTR names were asked, and
 	// the forward lookup that confirms (or not) the Google name.
 	for _, q := range []string{"PTR 1.66.249.66.in-addr.arpa.", "PTR 7.113.0.203.in-addr.arpa.",
@@ -243,11 +227,7 @@ func TestFakeCrawlerNoPriority(t *testing.T) {
 	if order, want := stepAll(t, up, 5), "/flood/0 /crawler /other /fake /flood/1 /flood/2"; order != want {
 		t.Errorf("the upstream served %s, want %s: the verified crawler first, the fake in its fair turn", order, want)
 	}
-	for range 6 {
-		if r := <-got; r[1] != "200 " {
-			t.Errorf("%s: %s", r[0], r[1])
-		}
-	}
+	wantOK(t, got, 6)
 	if d.questions("PTR 8.113.0.203.in-addr.arpa.") == 0 || d.questions("A crawl-66-249-66-1.googlebot.com.") == 0 {
 		t.Error("the fake crawler's address was not checked by DNS")
 	}

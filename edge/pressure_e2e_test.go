@@ -94,6 +94,28 @@ func sendAs(e *testEdge, c *http.Client, path, from string, hdr http.Header, got
 	}()
 }
 
+// stepAll lets the n requests that wait behind the one holding the slot
+// through, one at a time, then the last; it returns the order the
+// upstream received them in.
+func stepAll(t *testing.T, up *steppedUpstream, n int) string {
+	t.Helper()
+	for k := 2; k <= n+1; k++ {
+		up.step(t, k)
+	}
+	up.next <- struct{}{}
+	return strings.Join(up.arrived(), " ")
+}
+
+// wantOK takes n answers from got (sendAs) and wants each a 200.
+func wantOK(t *testing.T, got <-chan [2]string, n int) {
+	t.Helper()
+	for range n {
+		if r := <-got; r[1] != "200 " {
+			t.Errorf("%s: %s, want 200", r[0], r[1])
+		}
+	}
+}
+
 // waitQueue waits until n requests wait in pool's line.
 func waitQueue(t *testing.T, pool *upstream.Pool, n int) {
 	t.Helper()
@@ -134,19 +156,11 @@ func TestFairQueueByCluster(t *testing.T) {
 	}
 	sendAs(e, c, "/other", "198.51.100.1", nil, got)
 	waitQueue(t, pool, 6)
-	for n := 2; n <= 7; n++ {
-		up.step(t, n)
-	}
-	up.next <- struct{}{}
 	want := "/flood/0 /other /flood/1 /flood/2 /flood/3 /flood/4 /flood/5"
-	if order := strings.Join(up.arrived(), " "); order != want {
+	if order := stepAll(t, up, 6); order != want {
 		t.Errorf("the upstream served %s, want %s", order, want)
 	}
-	for range 7 {
-		if r := <-got; r[1] != "200 " {
-			t.Errorf("%s: %s", r[0], r[1])
-		}
-	}
+	wantOK(t, got, 7)
 }
 
 // TestQueueShareOverflow: in a full line a cluster holding the most of it
@@ -171,17 +185,10 @@ func TestQueueShareOverflow(t *testing.T) {
 		t.Errorf("the flood's newest, put out for another cluster: %v, want 503 with Retry-After", r)
 	}
 	waitQueue(t, pool, 2)
-	up.step(t, 2)
-	up.step(t, 3)
-	up.next <- struct{}{}
-	if order := strings.Join(up.arrived(), " "); order != "/flood/0 /other /flood/1" {
+	if order := stepAll(t, up, 2); order != "/flood/0 /other /flood/1" {
 		t.Errorf("the upstream served %s", order)
 	}
-	for range 3 {
-		if r := <-got; r[1] != "200 " {
-			t.Errorf("%s: %s", r[0], r[1])
-		}
-	}
+	wantOK(t, got, 3)
 }
 
 // startChallengeWhenEdge starts an edge (with extra configuration) whose
@@ -248,17 +255,10 @@ func TestPassHoldersFirst(t *testing.T) {
 	waitQueue(t, pool, 1)
 	sendAs(e, c, "/mine", "", http.Header{"Cookie": {cookie}, "User-Agent": {"human/1.0"}}, got)
 	waitQueue(t, pool, 2)
-	up.step(t, 2)
-	up.step(t, 3)
-	up.next <- struct{}{}
-	if order := strings.Join(up.arrived(), " "); order != "/flood/0 /mine /other" {
+	if order := stepAll(t, up, 2); order != "/flood/0 /mine /other" {
 		t.Errorf("the upstream served %s, want the pass holder's before the older request", order)
 	}
-	for range 3 {
-		if r := <-got; r[1] != "200 " {
-			t.Errorf("%s: %s", r[0], r[1])
-		}
-	}
+	wantOK(t, got, 3)
 }
 
 // scrape returns the admin endpoint's maat_ series (comments apart), as
@@ -322,11 +322,7 @@ func TestPressureRises(t *testing.T) {
 	sendAs(e, c, "/d", "", nil, got)
 	wantSeries(map[string]string{series("maat_upstream_pressure"): "1", series("maat_upstream_queue"): "2"})
 	up.open()
-	for range 4 {
-		if r := <-got; r[1] != "200 " {
-			t.Errorf("%s: %s", r[0], r[1])
-		}
-	}
+	wantOK(t, got, 4)
 	wantSeries(map[string]string{series("maat_upstream_pressure"): "0", series("maat_upstream_queue"): "0",
 		`maat_storm{site="localhost"}`: "1"}) // storm.hold: 30s
 }
@@ -440,9 +436,5 @@ func TestOnePageManyParts(t *testing.T) {
 	// was answered before the application answers.
 	waitQueue(t, queueOf(e), parts-8)
 	up.open()
-	for range parts {
-		if r := <-got; r[1] != "200 " {
-			t.Errorf("%s: %s, want 200", r[0], r[1])
-		}
-	}
+	wantOK(t, got, parts)
 }

@@ -334,7 +334,8 @@ func storm(ctx context.Context, o options, f *front, up *upstream, stderr io.Wri
 		for _, bt := range bots {
 			if bt.proc != nil {
 				waitReading(bt.proc.cmd.Process.Pid, 10*time.Second)
-				curlStart += procCPU(bt.proc.cmd.Process.Pid)
+				c, _ := testproc.CPUOf(bt.proc.cmd.Process.Pid) // 0 where /proc does not tell
+				curlStart += c
 			}
 		}
 	}

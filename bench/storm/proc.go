@@ -3,13 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
-
-func hostName() (string, error) { return os.Hostname() }
 
 // selfCPU is the CPU time of this process and of its children that have
 // ended (the curl bots).
@@ -40,21 +37,4 @@ func waitReading(pid int, limit time.Duration) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling /proc: nothing to wait on
 	}
-}
-
-// procCPU is process pid's CPU time so far (Linux's /proc/PID/stat, in
-// ticks of 1/100 s); 0 where /proc does not tell.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	_, rest, ok := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }

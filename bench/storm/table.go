@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -10,7 +11,7 @@ import (
 
 // writeTable prints the run's figures as Markdown.
 func writeTable(w io.Writer, o options, rs []result, loadBefore, loadAfter string) {
-	host, _ := hostName()
+	host, _ := os.Hostname()
 	fmt.Fprintf(w, "Storm (bench/storm) on %s, %d cores, load average %s before, %s after.\n", host, runtime.NumCPU(), loadBefore, loadAfter)
 	fmt.Fprintf(w, "%d people (%d%% with a pass), a page every %v; %d bots, %.0f req/s from %d addresses (%d requests per address and connection); "+
 		"upstream: %d at a time, %.0f req/s; calm %v, storm %v.\n\n",
