@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maatproxy/maat/edge/config"
 )
 
 // consolePolicy allows, challenges and denies by path, so that a burst of
@@ -206,7 +205,12 @@ func TestAdminAuthReload(t *testing.T) {
 	up := echoUpstream(t, "a")
 	site := "sites: [{hosts: [localhost], upstream: " + up.URL + "}]\n"
 	e := startEdgeListen(t, "", site, io.Discard)
-	reload := func(listen string) { t.Helper(); reloadListen(t, e, listen, site) }
+	reload := func(listen string) {
+		t.Helper()
+		if err := reloadText(t, e.Server, listen, site); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if res, _ := adminGet(t, e, "/", "", ""); res.StatusCode != 200 {
 		t.Fatalf("without admin_auth: %d", res.StatusCode)
 	}
@@ -231,7 +235,12 @@ func TestAdminPprof(t *testing.T) {
 	up := echoUpstream(t, "a")
 	site := "sites: [{hosts: [localhost], upstream: " + up.URL + "}]\n"
 	e := startEdgeListen(t, "", site, io.Discard)
-	reload := func(listen string) { t.Helper(); reloadListen(t, e, listen, site) }
+	reload := func(listen string) {
+		t.Helper()
+		if err := reloadText(t, e.Server, listen, site); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, p := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap"} {
 		if res, _ := adminGet(t, e, p, "", ""); res.StatusCode != 404 {
 			t.Errorf("off by default: %s is %d, want 404", p, res.StatusCode)
@@ -251,18 +260,5 @@ func TestAdminPprof(t *testing.T) {
 	reload("")
 	if res, _ := adminGet(t, e, "/debug/pprof/heap?debug=1", "", ""); res.StatusCode != 404 {
 		t.Errorf("after a reload that turns it off: %d, want 404", res.StatusCode)
-	}
-}
-
-// reloadListen reloads e with the listen section's extra keys listen and
-// the rest of the configuration yamlText.
-func reloadListen(t *testing.T, e *testEdge, listen, yamlText string) {
-	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(edgeConfigText(listen, yamlText)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Reload(cfg); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -84,7 +84,9 @@ func TestProcsAdaptive(t *testing.T) {
 		tick(0)
 	}
 	wantSet(1, "calm again")
-	reloadListen(t, e, "", "procs: all\n"+site)
+	if err := reloadText(t, e.Server, "", "procs: all\n"+site); err != nil {
+		t.Fatal(err)
+	}
 	tick(0)
 	wantSet(max, "reloaded to procs: all")
 }
