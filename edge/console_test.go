@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // consolePolicy allows, challenges and denies by path, so that a burst of
